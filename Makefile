@@ -1,0 +1,45 @@
+# crawlake: `make run` sets everything up and runs the whole pipeline on the built-in sample;
+# `make test` sets everything up and runs the test suite. Both are idempotent.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+JARS_DIR := .jars
+STAMPS := .stamps
+LAKE ?= lake
+# pip keeps its download cache (torch is large) in the user's cache dir between virtualenvs.
+PIP := $(PY) -m pip --disable-pip-version-check
+
+.PHONY: setup run test jars clean distclean
+
+setup: $(STAMPS)/venv $(STAMPS)/jars
+
+$(STAMPS)/venv: pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH" >&2; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip setuptools wheel
+	$(PIP) install -q -e '.[dev]'
+	@mkdir -p $(STAMPS) && touch $@
+
+# Delta's jars, resolved from Maven Central once; later runs need no network.
+$(STAMPS)/jars: scripts/delta-jars.pom.xml
+	@command -v mvn >/dev/null || { echo "need Maven (mvn) to resolve Delta's jars" >&2; exit 1; }
+	rm -rf $(JARS_DIR)
+	mvn -q -f scripts/delta-jars.pom.xml dependency:copy-dependencies \
+	    -DoutputDirectory=$(CURDIR)/$(JARS_DIR) -DincludeScope=runtime -DincludeGroupIds=io.delta
+	@ls $(JARS_DIR)/delta-spark_*.jar >/dev/null
+	@mkdir -p $(STAMPS) && touch $@
+
+jars: $(STAMPS)/jars
+
+run: setup
+	$(VENV)/bin/crawlake run --lake-root $(LAKE)
+
+test: setup
+	$(PY) -m pytest
+
+clean:
+	rm -rf $(LAKE) spark-warehouse metastore_db derby.log
+
+distclean: clean
+	rm -rf $(VENV) $(JARS_DIR) $(STAMPS) *.egg-info

@@ -1,0 +1,99 @@
+"""SparkSession factory.
+
+Three situations, one function:
+
+* an active session exists (Databricks notebooks and jobs, pytest's fixture): it is returned as it is;
+* the driver was launched by ``spark-submit`` (or on Databricks): the submitted configuration wins;
+  crawlake only fills in settings that were not given (Delta extension and catalog, Delta's jars
+  from the local jar folder, the workers' Python);
+* a plain Python process: a local session is built from :class:`~pipelines.config.SparkConfig`.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from pathlib import Path
+
+from pyspark import SparkConf
+from pyspark.sql import SparkSession
+
+from pipelines.config import SparkConfig
+
+DELTA_SETTINGS = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _launched_externally() -> bool:
+    # spark-submit starts the JVM first and hands Python the gateway; Databricks sets its runtime.
+    return "PYSPARK_GATEWAY_PORT" in os.environ or "DATABRICKS_RUNTIME_VERSION" in os.environ
+
+
+def delta_jars(jars_dir: str | None) -> list[str]:
+    """Absolute paths of the jars in ``jars_dir`` (relative paths resolve against the repo root)."""
+    if not jars_dir:
+        return []
+    folder = Path(jars_dir)
+    if not folder.is_absolute():
+        folder = _REPO_ROOT / folder
+    return sorted(glob.glob(str(folder / "*.jar")))
+
+
+def _require_delta(spark: SparkSession) -> None:
+    """The driver's classpath is fixed when spark-submit starts it: Delta must come from there."""
+    from py4j.java_gateway import JavaClass
+
+    if not isinstance(spark._jvm.io.delta.tables.DeltaTable, JavaClass):
+        raise RuntimeError(
+            "Delta Lake is not on the Spark driver's classpath: run spark-submit with "
+            "--jars \"$(ls .jars/*.jar | paste -sd,)\" (after `make setup`) or "
+            "--packages io.delta:delta-spark_2.13:4.1.0"
+        )
+
+
+def get_spark(cfg: SparkConfig) -> SparkSession:
+    """Return the active SparkSession, or build one with Delta configured.
+
+    Raises ``RuntimeError`` when a local session is to be built but Delta's jars are missing
+    (run ``make setup``).
+    """
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+
+    wanted: dict[str, str] = dict(DELTA_SETTINGS)
+    wanted.update(cfg.conf)
+    jars = delta_jars(cfg.jars_dir)
+    if jars:
+        wanted["spark.jars"] = ",".join(jars)
+    # Workers must run the driver's interpreter (the virtualenv), not whatever python3 is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    builder = SparkSession.builder.appName(cfg.app_name)
+    if _launched_externally():
+        submitted = SparkConf()  # loads what spark-submit / the cluster set
+        for key, value in wanted.items():
+            if key == "spark.jars" and submitted.contains("spark.jars.packages"):
+                continue  # the user brought Delta through --packages
+            if not submitted.contains(key):
+                builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        if "PYSPARK_GATEWAY_PORT" in os.environ:
+            _require_delta(spark)
+        return spark
+
+    if not jars:
+        raise RuntimeError(
+            f"Delta jars not found in {cfg.jars_dir!r}: run `make setup` (it resolves them from Maven Central once)"
+        )
+    if cfg.master:
+        builder = builder.master(cfg.master)
+    for key, value in wanted.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

@@ -1,0 +1,108 @@
+"""Delta table I/O through the catalog.
+
+Every write conforms the DataFrame to its :class:`~schemas.catalog.TableSpec` (column order and
+types; a missing or extra column is a ``ValueError`` naming it) and is idempotent by construction:
+full ``overwrite``, ``replaceWhere`` on a predicate, or ``MERGE`` on the table's keys. Only the
+append-only ledgers (``ops.runs``, ``ops.quality``) append.
+
+Locally a table ``layer.name`` lives at ``<root>/<layer>/<name>``; in catalog mode (Databricks,
+Unity Catalog) it is ``<catalog>.<schema>.<layer>_<name>``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pipelines.config import LakeConfig
+from schemas.catalog import TableSpec
+
+
+class Lake:
+    def __init__(self, spark: SparkSession, cfg: LakeConfig):
+        self.spark = spark
+        self.cfg = cfg
+        self.root = cfg.root if "://" in cfg.root else str(Path(cfg.root).resolve())
+
+    # -- naming ---------------------------------------------------------------------------------
+    def location(self, spec: TableSpec) -> str:
+        """Filesystem path (path mode) or three-part table name (catalog mode)."""
+        if self.cfg.mode == "catalog":
+            return f"{self.cfg.catalog}.{self.cfg.schema_}.{spec.layer}_{spec.name}"
+        return f"{self.root}/{spec.layer}/{spec.name}"
+
+    def _delta(self, spec: TableSpec) -> DeltaTable:
+        if self.cfg.mode == "catalog":
+            return DeltaTable.forName(self.spark, self.location(spec))
+        return DeltaTable.forPath(self.spark, self.location(spec))
+
+    # -- reads ----------------------------------------------------------------------------------
+    def exists(self, spec: TableSpec) -> bool:
+        if self.cfg.mode == "catalog":
+            return self.spark.catalog.tableExists(self.location(spec))
+        return DeltaTable.isDeltaTable(self.spark, self.location(spec))
+
+    def read(self, spec: TableSpec) -> DataFrame:
+        """The table, or an empty DataFrame with its schema when it does not exist yet."""
+        if not self.exists(spec):
+            return self.spark.createDataFrame([], spec.schema)
+        if self.cfg.mode == "catalog":
+            return self.spark.read.table(self.location(spec))
+        return self.spark.read.format("delta").load(self.location(spec))
+
+    def version(self, spec: TableSpec) -> int | None:
+        """Latest Delta version, or None when the table does not exist."""
+        if not self.exists(spec):
+            return None
+        return int(self._delta(spec).history(1).select("version").first()[0])
+
+    # -- writes ---------------------------------------------------------------------------------
+    @staticmethod
+    def conform(spec: TableSpec, df: DataFrame) -> DataFrame:
+        """Select and cast ``df``'s columns to ``spec``'s schema; raise ValueError if they differ."""
+        have, want = set(df.columns), set(spec.columns)
+        if have != want:
+            raise ValueError(
+                f"{spec.qualified_name}: missing columns {sorted(want - have)}, unexpected {sorted(have - want)}"
+            )
+        return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in spec.schema.fields])
+
+    def _writer(self, spec: TableSpec, df: DataFrame, mode: str):
+        writer = self.conform(spec, df).write.format("delta").mode(mode)
+        if spec.partition_by:
+            writer = writer.partitionBy(*spec.partition_by)
+        return writer
+
+    def _save(self, spec: TableSpec, writer) -> None:
+        if self.cfg.mode == "catalog":
+            writer.saveAsTable(self.location(spec))
+        else:
+            writer.save(self.location(spec))
+
+    def overwrite(self, spec: TableSpec, df: DataFrame) -> None:
+        """Replace the whole table with ``df`` (one atomic Delta commit)."""
+        self._save(spec, self._writer(spec, df, "overwrite"))
+
+    def replace_where(self, spec: TableSpec, df: DataFrame, predicate: str) -> None:
+        """Atomically replace the rows matching ``predicate`` with ``df`` (creates the table if new)."""
+        if not self.exists(spec):
+            self.overwrite(spec, df)
+            return
+        self._save(spec, self._writer(spec, df, "overwrite").option("replaceWhere", predicate))
+
+    def merge(self, spec: TableSpec, df: DataFrame) -> None:
+        """Upsert ``df`` on the table's keys."""
+        df = self.conform(spec, df)
+        if not self.exists(spec):
+            self.overwrite(spec, df)
+            return
+        cond = " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.keys)
+        (self._delta(spec).alias("t").merge(df.alias("s"), cond)
+         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+
+    def append(self, spec: TableSpec, df: DataFrame) -> None:
+        """Append rows; only for append-only ledgers keyed by a fresh run id."""
+        self._save(spec, self._writer(spec, df, "append"))

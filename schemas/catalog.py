@@ -1,0 +1,219 @@
+"""The table catalog: every Delta table crawlake writes, in one place.
+
+Each :class:`TableSpec` gives the table's layer and name (``layer.name``), its Spark schema, its
+key columns (unique per row) and partition columns. Writers in :mod:`pipelines.tables` conform
+DataFrames to these schemas before writing, so a stage cannot publish an unexpected column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    layer: str
+    name: str
+    schema: StructType
+    keys: tuple[str, ...]
+    partition_by: tuple[str, ...] = ()
+    description: str = ""
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.layer}.{self.name}"
+
+    @property
+    def columns(self) -> list[str]:
+        return [f.name for f in self.schema.fields]
+
+
+def _s(*fields: tuple) -> StructType:
+    return StructType([StructField(n, t, nullable) for n, t, nullable in fields])
+
+
+_STR, _LONG, _INT, _DBL, _BOOL, _TS = StringType(), LongType(), IntegerType(), DoubleType(), BooleanType(), TimestampType()
+
+BRONZE_DOCUMENTS = TableSpec(
+    "bronze", "documents",
+    _s(
+        ("doc_id", _STR, False),          # sha256 of the WARC-Record-ID, hex
+        ("url", _STR, False),
+        ("host", _STR, True),
+        ("crawl_date", _TS, True),        # WARC-Date, UTC
+        ("warc_record_id", _STR, False),
+        ("warc_type", _STR, False),       # response | conversion
+        ("http_status", _INT, True),      # null for WET conversion records
+        ("content_type", _STR, True),
+        ("charset", _STR, True),
+        ("text", _STR, False),
+        ("text_length", _INT, False),     # characters
+        ("payload_bytes", _LONG, False),
+        ("source_file", _STR, False),
+        ("record_offset", _LONG, False),  # byte offset of the record in the (compressed) file
+    ),
+    keys=("doc_id",),
+    description="Every page with extracted text, one row per WARC response/conversion record.",
+)
+
+BRONZE_QUARANTINE = TableSpec(
+    "bronze", "quarantine",
+    _s(
+        ("source_file", _STR, False),
+        ("record_offset", _LONG, False),
+        ("warc_record_id", _STR, True),
+        ("url", _STR, True),
+        ("reason", _STR, False),          # short machine-readable code, e.g. non_html_payload
+        ("detail", _STR, True),
+    ),
+    keys=("source_file", "record_offset", "reason"),
+    description="Input that could not become a document, with why and where.",
+)
+
+SILVER_DOCUMENTS_DEDUP = TableSpec(
+    "silver", "documents_dedup", BRONZE_DOCUMENTS.schema, keys=("doc_id",),
+    description="bronze.documents less exact and near duplicates (one kept per cluster).",
+)
+
+SILVER_DUPLICATE_CLUSTERS = TableSpec(
+    "silver", "duplicate_clusters",
+    _s(
+        ("doc_id", _STR, False),
+        ("cluster_id", _STR, False),      # doc_id of the kept member
+        ("cluster_size", _INT, False),
+        ("kept", _BOOL, False),
+        ("method", _STR, False),          # exact | near
+    ),
+    keys=("doc_id", "method"),
+    description="Every document that had a duplicate: its cluster and whether it was kept.",
+)
+
+SILVER_DOCUMENTS_CLEAN = TableSpec(
+    "silver", "documents_clean",
+    StructType(SILVER_DOCUMENTS_DEDUP.schema.fields + [
+        StructField("language", _STR, True),
+        StructField("language_score", _DBL, True),
+    ]),
+    keys=("doc_id",),
+    description="Deduplicated documents that passed every filter, with their language.",
+)
+
+SILVER_FILTER_DECISIONS = TableSpec(
+    "silver", "filter_decisions",
+    _s(
+        ("doc_id", _STR, False),
+        ("filter", _STR, False),          # e.g. language, gopher_min_doc_words
+        ("value", _DBL, True),            # measured value
+        ("threshold", _DBL, True),
+        ("passed", _BOOL, False),
+        ("detail", _STR, True),           # e.g. the detected language
+    ),
+    keys=("doc_id", "filter"),
+    description="One row per document and filter that ran.",
+)
+
+GOLD_TOKEN_SEQUENCES = TableSpec(
+    "gold", "token_sequences",
+    _s(
+        ("seq_id", _STR, False),          # <pack_group:05d>-<index:08d>
+        ("pack_group", _INT, False),
+        ("seq_index", _INT, False),
+        ("input_ids", ArrayType(_INT, False), False),     # seq_len + 1 token ids, padded
+        ("num_tokens", _INT, False),      # non-padding tokens; positions >= num_tokens are padding
+        ("doc_boundaries", ArrayType(_INT, False), False),  # offsets where a document starts
+        ("doc_ids", ArrayType(_STR, False), False),        # documents starting in this sequence
+        ("tokenizer", _STR, False),
+    ),
+    keys=("seq_id",),
+    description="Fixed-length packed token sequences with document boundaries.",
+)
+
+GOLD_EMBEDDINGS = TableSpec(
+    "gold", "embeddings",
+    _s(
+        ("doc_id", _STR, False),
+        ("chunk_id", _INT, False),
+        ("char_start", _INT, False),
+        ("char_end", _INT, False),
+        ("vector", ArrayType(FloatType(), False), False),  # L2-normalized, float32[dim]
+        ("dim", _INT, False),
+        ("model", _STR, False),
+    ),
+    keys=("doc_id", "chunk_id", "model"),
+    description="Sentence embeddings of document chunks.",
+)
+
+OPS_RUNS = TableSpec(
+    "ops", "runs",
+    _s(
+        ("run_id", _STR, False),
+        ("stage", _STR, False),
+        ("started_at", _TS, False),
+        ("duration_s", _DBL, False),
+        ("status", _STR, False),          # succeeded | failed
+        ("rows_in", _LONG, True),
+        ("rows_out", _LONG, True),
+        ("rows_quarantined", _LONG, True),
+        ("input_versions", MapType(_STR, _LONG), True),   # table -> Delta version read
+        ("output_versions", MapType(_STR, _LONG), True),  # table -> Delta version written
+        ("config_hash", _STR, False),
+        ("code_version", _STR, False),
+        ("error", _STR, True),
+    ),
+    keys=("run_id", "stage"),
+    description="The run ledger: one row per stage run.",
+)
+
+OPS_QUALITY = TableSpec(
+    "ops", "quality",
+    _s(
+        ("run_id", _STR, False),
+        ("stage", _STR, False),
+        ("table_name", _STR, False),
+        ("suite", _STR, False),
+        ("expectation", _STR, False),
+        ("column", _STR, True),
+        ("success", _BOOL, False),
+        ("observed", _STR, True),
+        ("checked_at", _TS, False),
+    ),
+    keys=("run_id", "table_name", "expectation", "column"),
+    description="Great Expectations results, one row per expectation per validation.",
+)
+
+OPS_INGEST_LOG = TableSpec(
+    "ops", "ingest_log",
+    _s(
+        ("source_file", _STR, False),
+        ("size_bytes", _LONG, False),
+        ("mtime", _DBL, False),
+        ("run_id", _STR, False),
+        ("documents", _LONG, False),
+        ("quarantined", _LONG, False),
+        ("skipped", _LONG, False),        # records skipped by type (request, metadata, ...)
+        ("committed_at", _TS, False),
+    ),
+    keys=("source_file",),
+    description="Which source files ingest has committed, so re-runs skip them.",
+)
+
+ALL_TABLES: tuple[TableSpec, ...] = (
+    BRONZE_DOCUMENTS, BRONZE_QUARANTINE, SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS,
+    SILVER_DOCUMENTS_CLEAN, SILVER_FILTER_DECISIONS, GOLD_TOKEN_SEQUENCES, GOLD_EMBEDDINGS,
+    OPS_RUNS, OPS_QUALITY, OPS_INGEST_LOG,
+)
+TABLES: dict[str, TableSpec] = {t.qualified_name: t for t in ALL_TABLES}

@@ -1,0 +1,62 @@
+"""Filter rules at each side of their thresholds, and language ID on real pages."""
+
+from collections import Counter
+
+import pyarrow as pa
+from conftest import real_file
+
+from pipelines.kernels.filters import FilterParams, GopherParams, decide_batch, gopher_measures
+from pipelines.kernels.warc import parse_warc_file
+
+P = GopherParams()
+GOOD = ("The history of the lighthouse is a story of people and of light that had to be kept burning "
+        "with care through every night of the year. ") * 5
+
+
+def outcome(text, lang="en"):
+    return {name: passed for name, _, _, passed in gopher_measures(text, lang, P)}
+
+
+def test_good_english_text_passes_every_rule():
+    assert all(outcome(GOOD).values())
+
+
+def test_word_count_bounds():
+    words = GOOD.split()
+    assert outcome(" ".join(words[:50]))["gopher_min_doc_words"]
+    assert not outcome(" ".join(words[:49]))["gopher_min_doc_words"]
+
+
+def test_mean_word_length_bounds():
+    assert not outcome("a be to of an " * 20)["gopher_min_avg_word_length"]
+    assert not outcome("incomprehensibilities " * 60)["gopher_max_avg_word_length"]
+
+
+def test_symbol_ratio_and_ellipsis_and_bullets():
+    assert not outcome(GOOD + " #tag" * 20)["gopher_symbol_word_ratio"]
+    assert outcome(GOOD + " #tag" * 5)["gopher_symbol_word_ratio"]
+    assert outcome("\n".join(["the line goes on..."] * 3 + ["plain line of the text"] * 7))["gopher_ellipsis_lines_ratio"]
+    assert not outcome("\n".join(["the line goes on..."] * 4 + ["plain line of the text"] * 6))["gopher_ellipsis_lines_ratio"]
+    bullets = "\n".join(["• the item with the text"] * 10)
+    assert not outcome(bullets)["gopher_bullet_lines_ratio"]
+
+
+def test_stop_words_only_for_languages_that_have_a_list():
+    no_stop = ("Lighthouse keepers trimmed wicks, polished lenses, logged weather, wound clockwork. ") * 10
+    assert not outcome(no_stop, "en")["gopher_stop_words"]
+    assert "gopher_stop_words" not in outcome(no_stop, "ru")
+
+
+def test_unsegmented_languages_skip_word_rules():
+    assert set(outcome("这是一个没有空格的中文句子。" * 20, "zh")) == {"gopher_bullet_lines_ratio", "gopher_ellipsis_lines_ratio"}
+
+
+def test_real_pages_language_and_decisions():
+    rows = [r for r in parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz")).rows if r["kind"] == "document"]
+    batch = pa.RecordBatch.from_pylist([{k: r[k] for k in ("doc_id", "text", "http_status")} for r in rows])
+    decisions = decide_batch(batch, FilterParams()).to_pylist()
+    langs = Counter(d["detail"] for d in decisions if d["filter"] == "language")
+    assert langs["zh"] >= 10 and langs["ru"] == 1
+    # one language decision and one status decision per document
+    assert Counter(d["filter"] for d in decisions)["language"] == 16
+    assert Counter(d["filter"] for d in decisions)["http_status_2xx"] == 16

@@ -1,0 +1,84 @@
+"""The WARC kernel on real archives and on damaged input (no Spark)."""
+
+import gzip
+from collections import Counter
+
+from conftest import real_file
+
+from pipelines.kernels.warc import parse_warc_file
+
+
+def kinds(result):
+    return Counter(r["kind"] for r in result.rows)
+
+
+def test_common_crawl_excerpt_every_html_page_becomes_a_document():
+    result = parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz"))
+    docs = [r for r in result.rows if r["kind"] == "document"]
+    assert len(docs) == 16 and result.records == 50
+    assert all(d["text"] and d["http_status"] == 200 for d in docs)
+    assert result.skipped == {"request": 17, "metadata": 16, "warcinfo": 1}
+    assert len({d["doc_id"] for d in docs}) == 16
+
+
+def test_heritrix_2008_warc_017_html_kept_dns_and_images_not():
+    result = parse_warc_file(real_file("ia-heritrix-2008-example.warc.gz"))
+    docs = [r for r in result.rows if r["kind"] == "document"]
+    quarantined = Counter(r["reason"] for r in result.rows if r["kind"] == "quarantine")
+    # 140 text/html responses: 134 with main text, 6 with none (quarantined as empty_text).
+    assert len(docs) == 134 and quarantined["empty_text"] == 6
+    assert all(d["content_type"] == "text/html" and d["text"] for d in docs)
+    assert not any(d["url"].startswith("dns:") for d in docs)
+    assert result.skipped["dns"] == 38
+    non_html = [r for r in result.rows if r.get("reason") == "non_html_payload"]
+    assert sum(1 for r in non_html if r["detail"].startswith("image/")) == 29 + 18 + 8
+    # nothing lost: every record is a document, a quarantine row or a counted skip
+    assert len(result.rows) + sum(result.skipped.values()) == result.records == 822
+
+
+def test_wet_conversion_record_is_a_document():
+    result = parse_warc_file(real_file("cc-main-2024-22-whirlwind.warc.wet.gz"))
+    (doc,) = [r for r in result.rows if r["kind"] == "document"]
+    assert doc["warc_type"] == "conversion" and "Escopete" in doc["text"] and doc.get("http_status") is None
+
+
+def test_truncated_gzip_keeps_records_before_the_damage(tmp_path):
+    data = open(real_file("cc-main-2020-34-excerpt.warc.gz"), "rb").read()
+    cut = tmp_path / "truncated.warc.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    result = parse_warc_file(str(cut))
+    assert 0 < kinds(result)["document"] < 16
+    (bad,) = [r for r in result.rows if r["kind"] == "quarantine"]
+    assert bad["reason"] == "corrupt_file" and bad["source_file"] == str(cut)
+
+
+def test_non_warc_zero_byte_and_gzipped_junk_are_quarantined(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("this is not a web archive\n" * 10)
+    empty = tmp_path / "empty.warc.gz"
+    empty.write_bytes(b"")
+    junk = tmp_path / "junk.warc.gz"
+    junk.write_bytes(gzip.compress(bytes(range(256)) * 50))
+    reasons = {p.name: [r["reason"] for r in parse_warc_file(str(p)).rows] for p in (text, empty, junk)}
+    assert reasons == {"notes.txt": ["corrupt_file"], "empty.warc.gz": ["empty_file"], "junk.warc.gz": ["corrupt_file"]}
+
+
+def test_binary_junk_in_html_payload_is_decoded_not_raised(tmp_path):
+    body = b"<html><body><p>" + b"Readable words come first here. " * 5 + bytes(range(128, 256)) + b"</p></body></html>"
+    http = b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\r\n" + body
+    record = (b"WARC/1.1\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-000000000001>\r\n"
+              b"WARC-Date: 2024-01-01T00:00:00Z\r\nWARC-Target-URI: https://junk.example/\r\n"
+              b"Content-Type: application/http; msgtype=response\r\nContent-Length: "
+              + str(len(http)).encode() + b"\r\n\r\n" + http + b"\r\n\r\n")
+    path = tmp_path / "junk-payload.warc.gz"
+    path.write_bytes(gzip.compress(record))
+    (doc,) = parse_warc_file(str(path)).rows
+    assert doc["kind"] == "document" and doc["text"].startswith("Readable words") and "\ufffd" in doc["text"]
+
+
+def test_oversize_payload_is_quarantined_not_truncated():
+    from pipelines.kernels.warc import IngestLimits
+
+    result = parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz"), IngestLimits(max_payload_bytes=20_000))
+    too_large = [r for r in result.rows if r.get("reason") == "payload_too_large"]
+    assert too_large and kinds(result)["document"] + len(too_large) == 16

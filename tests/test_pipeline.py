@@ -1,0 +1,101 @@
+"""The whole pipeline on local Spark with real Delta tables: the built-in sample and real archives."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, lake_config, read_table, real_file
+from pyspark.sql import functions as F
+
+from schemas.catalog import ALL_TABLES
+
+pytestmark = pytest.mark.slow
+REAL_INPUTS = ("cc-main-2020-34-excerpt.warc.gz", "ia-heritrix-2008-example.warc.gz")
+
+
+def counts(spark, root: Path) -> dict[str, int]:
+    return {t.qualified_name: read_table(spark, root, t.qualified_name).count() for t in ALL_TABLES}
+
+
+def test_sample_run_fills_every_table(spark, sample_lake):
+    assert all(n > 0 for n in counts(spark, sample_lake).values()), counts(spark, sample_lake)
+
+
+def test_sample_run_every_stage_does_something(spark, sample_lake):
+    clusters = read_table(spark, sample_lake, "silver.duplicate_clusters")
+    assert clusters.filter("method = 'exact' AND NOT kept").count() >= 1
+    assert clusters.filter("method = 'near' AND NOT kept").count() >= 1
+    reasons = {r.reason for r in read_table(spark, sample_lake, "bronze.quarantine").select("reason").collect()}
+    assert "non_html_payload" in reasons
+    failed = {r.filter for r in read_table(spark, sample_lake, "silver.filter_decisions").filter("NOT passed").collect()}
+    assert {"http_status_2xx", "gopher_min_doc_words"} <= failed
+    clean = read_table(spark, sample_lake, "silver.documents_clean")
+    assert clean.count() < read_table(spark, sample_lake, "silver.documents_dedup").count()
+    assert {"en", "de", "fr", "es", "ru", "zh"} <= {r.language for r in clean.select("language").distinct().collect()}
+    emb = read_table(spark, sample_lake, "gold.embeddings")
+    assert emb.select("dim").distinct().collect()[0].dim == 384
+    assert emb.select("doc_id").distinct().count() == clean.count()
+
+
+def test_sample_run_ledger_and_quality_results(spark, sample_lake):
+    runs = read_table(spark, sample_lake, "ops.runs")
+    assert sorted(r.stage for r in runs.filter("status = 'succeeded'").collect()) == sorted(
+        ["ingest", "dedup", "filter", "tokenize", "embed"])
+    quality = read_table(spark, sample_lake, "ops.quality")
+    assert quality.filter("table_name = 'bronze.documents'").count() >= 5
+    assert quality.filter("NOT success").count() == 0
+
+
+def test_token_conservation(spark, sample_lake):
+    from pipelines.kernels.tokens import count_tokens
+
+    texts = [r.text for r in read_table(spark, sample_lake, "silver.documents_clean").select("text").collect()]
+    seqs = read_table(spark, sample_lake, "gold.token_sequences")
+    total = seqs.agg(F.sum("num_tokens")).first()[0]
+    assert total == sum(count_tokens(texts)) + len(texts)  # one separator after each document
+    assert seqs.select(F.size("input_ids").alias("n")).distinct().collect()[0].n == 2049
+
+
+@pytest.fixture(scope="module")
+def real_lake(spark, tmp_path_factory):
+    """The real archives through `spark-submit jobs/run_all.py`; returns (root, counts after it)."""
+    root = tmp_path_factory.mktemp("real_lake")
+    jars = ",".join(str(p) for p in sorted((REPO / ".jars").glob("*.jar")))
+    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--jars", jars, "jobs/run_all.py",
+           "--input", *[real_file(f) for f in REAL_INPUTS], "--lake-root", str(root)]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return root, counts(spark, root)
+
+
+def test_real_archives_reach_bronze(spark, real_lake):
+    root, _ = real_lake
+    docs = read_table(spark, root, "bronze.documents")
+    by_file = {Path(r.source_file).name: r["count"] for r in docs.groupBy("source_file").count().collect()}
+    assert by_file == {"cc-main-2020-34-excerpt.warc.gz": 16, "ia-heritrix-2008-example.warc.gz": 134}
+    assert docs.filter("text IS NULL OR length(text) = 0").count() == 0
+    assert docs.filter("url LIKE 'dns:%' OR content_type LIKE 'image/%'").count() == 0
+    quarantine = read_table(spark, root, "bronze.quarantine")
+    assert quarantine.filter("reason = 'non_html_payload' AND detail LIKE 'image/%'").count() == 55
+    assert quarantine.filter("reason = 'empty_text'").count() == 6
+    log = {Path(r.source_file).name: r for r in read_table(spark, root, "ops.ingest_log").collect()}
+    assert log["ia-heritrix-2008-example.warc.gz"].skipped == 38 + 261 + 261 + 1  # dns, request, metadata, warcinfo
+
+
+def test_rerun_is_idempotent(spark, real_lake):
+    from pipelines.runner import run_pipeline
+
+    root, before = real_lake
+    cfg = lake_config(root).model_copy()
+    cfg = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"input": [real_file(f) for f in REAL_INPUTS]})})
+    runs = run_pipeline(cfg)
+    assert runs[0].result.notes["files_skipped"] == 2
+    after = counts(spark, root)
+    after.pop("ops.runs"), before.pop("ops.runs")
+    after.pop("ops.quality"), before.pop("ops.quality")
+    assert after == before
