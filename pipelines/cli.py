@@ -49,10 +49,30 @@ def run(
         raise typer.Exit(1)
 
 
+_MULTI_VALUE = ("--input", "-i")
+
+
+def expand_multi_value(argv: list[str]) -> list[str]:
+    """``--input a b c`` → ``--input a --input b --input c`` (click takes one value per flag)."""
+    out, taking = [], False
+    for arg in argv:
+        if arg in _MULTI_VALUE:
+            taking = True
+            continue
+        if taking and not arg.startswith("-"):
+            out += ["--input", arg]
+            continue
+        taking = False
+        out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point for the console script and the jobs; returns the exit code."""
+    argv = expand_multi_value(list(sys.argv[1:] if argv is None else argv))
     try:
-        app(args=argv if argv is not None else sys.argv[1:], prog_name="crawlake", standalone_mode=False)
+        # Without standalone mode click returns typer.Exit's code instead of raising it.
+        code = app(args=argv, prog_name="crawlake", standalone_mode=False)
     except typer.Exit as exc:
         return exc.exit_code
     except Exception as exc:  # click usage errors and the like
@@ -62,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             exc.show()
             return exc.exit_code
         raise
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":
