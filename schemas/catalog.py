@@ -216,4 +216,6 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     SILVER_DOCUMENTS_CLEAN, SILVER_FILTER_DECISIONS, GOLD_TOKEN_SEQUENCES, GOLD_EMBEDDINGS,
     OPS_RUNS, OPS_QUALITY, OPS_INGEST_LOG,
 )
+#: What `crawlake run` (the WARC flow) writes; other flows add their own tables to ALL_TABLES.
+WARC_FLOW_TABLES: tuple[TableSpec, ...] = ALL_TABLES
 TABLES: dict[str, TableSpec] = {t.qualified_name: t for t in ALL_TABLES}
