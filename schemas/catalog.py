@@ -211,11 +211,12 @@ OPS_INGEST_LOG = TableSpec(
     description="Which source files ingest has committed, so re-runs skip them.",
 )
 
-ALL_TABLES: tuple[TableSpec, ...] = (
+#: What `crawlake run` (the WARC flow) writes.
+WARC_FLOW_TABLES: tuple[TableSpec, ...] = (
     BRONZE_DOCUMENTS, BRONZE_QUARANTINE, SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS,
     SILVER_DOCUMENTS_CLEAN, SILVER_FILTER_DECISIONS, GOLD_TOKEN_SEQUENCES, GOLD_EMBEDDINGS,
     OPS_RUNS, OPS_QUALITY, OPS_INGEST_LOG,
 )
-#: What `crawlake run` (the WARC flow) writes; other flows add their own tables to ALL_TABLES.
-WARC_FLOW_TABLES: tuple[TableSpec, ...] = ALL_TABLES
+#: Every table; other flows (click logs, ...) add theirs here.
+ALL_TABLES: tuple[TableSpec, ...] = WARC_FLOW_TABLES
 TABLES: dict[str, TableSpec] = {t.qualified_name: t for t in ALL_TABLES}
