@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame
 
 from pipelines.stage import QualityGateError, StageContext
 from schemas.catalog import BRONZE_DOCUMENTS, OPS_QUALITY, TableSpec
+from schemas.catalog import BRONZE_CLICKS, SILVER_CLICK_FEATURES, SILVER_CLICK_VOCAB
 
 VALID_HTTP_STATUS = (100, 599)
 
@@ -36,6 +37,60 @@ def bronze_documents_suite():
 SUITES = {BRONZE_DOCUMENTS.qualified_name: bronze_documents_suite}
 
 
+def bronze_clicks_suite():
+    """Expectations on new ``bronze.clicks`` rows: keys present and unique, label in {0, 1}, positions >= 1."""
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+
+    suite = gx.ExpectationSuite(name="bronze_clicks")
+    for column in ("row_key", "label", "source_file", "line_number", "ingest_time"):
+        suite.add_expectation(gxe.ExpectColumnValuesToNotBeNull(column=column))
+    suite.add_expectation(gxe.ExpectColumnValuesToBeUnique(column="row_key"))
+    suite.add_expectation(gxe.ExpectColumnValuesToBeInSet(column="label", value_set=[0, 1]))
+    suite.add_expectation(gxe.ExpectColumnValuesToBeBetween(column="line_number", min_value=1))
+    return suite
+
+
+def click_vocab_suite():
+    """Expectations on ``silver.click_vocab``: one id per (column, value), ids unique per column, >= 2."""
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+
+    suite = gx.ExpectationSuite(name="silver_click_vocab")
+    for column in ("column", "value", "id", "count"):
+        suite.add_expectation(gxe.ExpectColumnValuesToNotBeNull(column=column))
+    suite.add_expectation(gxe.ExpectCompoundColumnsToBeUnique(column_list=["column", "value"]))
+    suite.add_expectation(gxe.ExpectCompoundColumnsToBeUnique(column_list=["column", "id"]))
+    suite.add_expectation(gxe.ExpectColumnValuesToBeBetween(column="id", min_value=2))
+    suite.add_expectation(gxe.ExpectColumnValuesToBeBetween(column="count", min_value=0))
+    return suite
+
+
+def click_features_suite():
+    """Expectations on ``silver.click_features``, validated with the columns
+    :func:`pipelines.clicks.features.audit_view` derives: no nulls, label in {0, 1}, 13 dense
+    values >= 0, 26 sparse ids each in [0, its column's vocabulary size) (``sparse_headroom`` =
+    min over columns of size - 1 - id)."""
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+
+    suite = gx.ExpectationSuite(name="silver_click_features")
+    for column in ("row_key", "label", "dense", "sparse"):
+        suite.add_expectation(gxe.ExpectColumnValuesToNotBeNull(column=column))
+    suite.add_expectation(gxe.ExpectColumnValuesToBeUnique(column="row_key"))
+    suite.add_expectation(gxe.ExpectColumnValuesToBeInSet(column="label", value_set=[0, 1]))
+    for column, size in (("dense_size", 13), ("sparse_size", 26)):
+        suite.add_expectation(gxe.ExpectColumnValuesToBeBetween(column=column, min_value=size, max_value=size))
+    for column in ("dense_min", "sparse_min", "sparse_headroom"):
+        suite.add_expectation(gxe.ExpectColumnValuesToBeBetween(column=column, min_value=0))
+    return suite
+
+
+SUITES[BRONZE_CLICKS.qualified_name] = bronze_clicks_suite
+SUITES[SILVER_CLICK_VOCAB.qualified_name] = click_vocab_suite
+SUITES[SILVER_CLICK_FEATURES.qualified_name] = click_features_suite
+
+
 def _validate(df: DataFrame, make_suite):
     import great_expectations as gx
 
@@ -51,8 +106,14 @@ def _validate(df: DataFrame, make_suite):
     return suite, batch.validate(suite)
 
 
-def audit(ctx: StageContext, stage: str, spec: TableSpec, df: DataFrame) -> None:
-    """Validate ``df`` (the table as it would be after publishing) against ``spec``'s suite."""
+def audit(ctx: StageContext, stage: str, spec: TableSpec, df: DataFrame,
+          extra_checks: list[tuple[str, str | None, bool, str]] = ()) -> None:
+    """Validate ``df`` (what is about to be published) against ``spec``'s suite.
+
+    ``extra_checks`` are ``(expectation, column, success, observed)`` results computed by the
+    stage itself (e.g. key uniqueness against rows already published); they are recorded and
+    gate publishing like the suite's own. Raises QualityGateError naming every failure.
+    """
     suite, result = _validate(df, SUITES[spec.qualified_name])
     now = datetime.now(timezone.utc)
     rows, failed = [], []
@@ -64,6 +125,10 @@ def audit(ctx: StageContext, stage: str, spec: TableSpec, df: DataFrame) -> None
                      None if observed is None else str(observed), now))
         if not r.success:
             failed.append(f"{cfg.type}({column}): {r.result.get('unexpected_count', observed)} unexpected")
+    for expectation, column, success, observed in extra_checks:
+        rows.append((ctx.run_id, stage, spec.qualified_name, suite.name, expectation, column, success, observed, now))
+        if not success:
+            failed.append(f"{expectation}({column}): {observed}")
     ctx.lake.append(OPS_QUALITY, ctx.spark.createDataFrame(rows, OPS_QUALITY.schema))
     if failed:
         raise QualityGateError(f"{spec.qualified_name} failed its quality gate, nothing published: " + "; ".join(failed))

@@ -47,7 +47,7 @@ def run_pipeline(cfg: Config, stages: tuple[str, ...] = STAGES, console: Console
     unknown = [s for s in stages if s not in STAGES]
     if unknown:
         raise ValueError(f"unknown stage(s) {unknown}; stages are {', '.join(STAGES)}")
-    inputs = ingest.resolve_inputs(ingest_inputs(cfg)) if "ingest" in stages else []
+    inputs = ingest.resolve_inputs(ingest_inputs(cfg), cfg.ingest.paths_prefix) if "ingest" in stages else []
     console = console or Console()
     spark = get_spark(cfg.spark)
     ctx = StageContext(spark=spark, cfg=cfg, lake=Lake(spark, cfg.lake), run_id=ledger.new_run_id())

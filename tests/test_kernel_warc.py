@@ -49,7 +49,10 @@ def test_truncated_gzip_keeps_records_before_the_damage(tmp_path):
     result = parse_warc_file(str(cut))
     assert 0 < kinds(result)["document"] < 16
     (bad,) = [r for r in result.rows if r["kind"] == "quarantine"]
-    assert bad["reason"] == "corrupt_file" and bad["source_file"] == str(cut)
+    # the record the cut falls in (its block is shorter than declared)
+    assert bad["reason"] == "declared_length_mismatch" and bad["source_file"] == str(cut)
+    original = parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz"))
+    assert _docs_before(original, bad["record_offset"]) == {r["doc_id"] for r in result.rows if r["kind"] == "document"}
 
 
 def test_non_warc_zero_byte_and_gzipped_junk_are_quarantined(tmp_path):
@@ -82,3 +85,83 @@ def test_oversize_payload_is_quarantined_not_truncated():
     result = parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz"), IngestLimits(max_payload_bytes=20_000))
     too_large = [r for r in result.rows if r.get("reason") == "payload_too_large"]
     assert too_large and kinds(result)["document"] + len(too_large) == 16
+
+
+def test_columns_from_warcinfo_url_and_headers():
+    docs = [r for r in parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz")).rows if r["kind"] == "document"]
+    assert {d["crawl_id"] for d in docs} == {"CC-MAIN-2020-34"}          # warcinfo isPartOf
+    d = next(d for d in docs if d["url"] == "http://003338.cn/l41/481397.html")
+    assert (d["registered_domain"], d["surt_host"], d["warc_filename"]) == ("003338.cn", "cn,003338",
+                                                                            "cc-main-2020-34-excerpt.warc.gz")
+    assert d["payload_digest"].startswith("sha1:") and d["extraction"].startswith("resiliparse ")
+    ia = [r for r in parse_warc_file(real_file("ia-heritrix-2008-example.warc.gz")).rows if r["kind"] == "document"]
+    assert {r["registered_domain"] for r in ia} >= {"archive.org"} and {r["crawl_id"] for r in ia} == {"archive.org-shallow"}
+
+
+def test_wat_and_whirlwind_warc():
+    wat = parse_warc_file(real_file("cc-main-2024-22-whirlwind.warc.wat.gz"))
+    assert wat.rows == [] and wat.skipped == {"warcinfo": 1, "metadata": 1}
+    warc = parse_warc_file(real_file("cc-main-2024-22-whirlwind.warc.gz"))
+    (doc,) = [r for r in warc.rows if r["kind"] == "document"]
+    assert doc["url"] == "https://an.wikipedia.org/wiki/Escopete" and doc["crawl_id"] == "CC-MAIN-2024-22"
+    assert doc["registered_domain"] == "wikipedia.org" and doc["surt_host"] == "org,wikipedia,an"
+
+
+def test_file_checksum_is_computed_while_parsing():
+    import hashlib
+
+    path = real_file("cc-main-2020-34-excerpt.warc.gz")
+    result = parse_warc_file(path)
+    assert result.sha256 == hashlib.sha256(open(path, "rb").read()).hexdigest() and result.bytes_read == 135896
+
+
+def _docs_before(result, offset):
+    return {r["doc_id"] for r in result.rows if r["kind"] == "document" and r["record_offset"] < offset}
+
+
+def test_flipped_bytes_keep_records_before_the_damage(tmp_path):
+    original = parse_warc_file(real_file("ia-heritrix-2008-example.warc.gz"))
+    data = bytearray(open(real_file("ia-heritrix-2008-example.warc.gz"), "rb").read())
+    at = len(data) // 3
+    for i in range(at, at + 64):
+        data[i] ^= 0xFF
+    damaged = tmp_path / "flipped.warc.gz"
+    damaged.write_bytes(bytes(data))
+    result = parse_warc_file(str(damaged))
+    bad = [r for r in result.rows if r["kind"] == "quarantine" and r["reason"] in ("corrupt_file", "record_error")]
+    assert bad and all(r["source_file"] == str(damaged) for r in bad)
+    kept = {r["doc_id"] for r in result.rows if r["kind"] == "document"}
+    assert _docs_before(original, bad[0]["record_offset"]) <= kept  # nothing before the damage is lost
+    assert len(kept) < 134
+
+
+def test_appended_junk_keeps_every_record(tmp_path):
+    data = open(real_file("cc-main-2020-34-excerpt.warc.gz"), "rb").read()
+    damaged = tmp_path / "junk-tail.warc.gz"
+    damaged.write_bytes(data + b"\x00garbage that is neither gzip nor WARC" * 100)
+    result = parse_warc_file(str(damaged))
+    assert kinds(result)["document"] == 16
+    assert [r["reason"] for r in result.rows if r["kind"] == "quarantine"] == ["corrupt_file"]
+
+
+def test_declared_length_that_lies(tmp_path):
+    def record(uri: str, body: bytes, declared: int | None = None) -> bytes:
+        http = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n" + body
+        n = len(http) if declared is None else declared
+        return gzip.compress(b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:" + uri.encode()
+                             + b">\r\nWARC-Date: 2024-01-01T00:00:00Z\r\nWARC-Target-URI: https://" + uri.encode()
+                             + b".example/\r\nContent-Type: application/http; msgtype=response\r\nContent-Length: "
+                             + str(n).encode() + b"\r\n\r\n" + http + b"\r\n\r\n")
+
+    page = b"<html><body><p>" + b"A perfectly ordinary paragraph of text. " * 10 + b"</p></body></html>"
+    path = tmp_path / "lying.warc.gz"
+    path.write_bytes(record("first", page) + record("liar", page, declared=len(page) * 50) + record("after", page))
+    result = parse_warc_file(str(path))
+    docs = [r for r in result.rows if r["kind"] == "document"]
+    assert docs[0]["url"] == "https://first.example/"            # the record before the lie is kept
+    (bad,) = [r for r in result.rows if r["kind"] == "quarantine"]   # the lie is reported, not swallowed
+    assert bad["reason"] == "declared_length_mismatch" and bad["url"] == "https://liar.example/"
+    short = tmp_path / "short.warc.gz"
+    short.write_bytes(record("first", page) + record("liar", page, declared=20) + record("after", page))
+    reasons = [r.get("reason") for r in parse_warc_file(str(short)).rows]
+    assert reasons[0] is None and "corrupt_file" in reasons

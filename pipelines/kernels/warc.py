@@ -21,17 +21,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from urllib.parse import urlsplit
 
 import fsspec
 import pyarrow as pa
 from fastwarc.warc import ArchiveIterator, WarcRecordType
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+
+from pipelines.kernels import urls
 
 REASONS = {
     "empty_text": "HTML page with no extractable main text",
@@ -41,24 +44,35 @@ REASONS = {
     "no_http_headers": "response record whose HTTP header block could not be parsed",
     "record_error": "the record could not be read or decoded",
     "corrupt_file": "the file stopped being readable WARC here (truncated gzip, not WARC, bad length)",
+    "declared_length_mismatch": "the record's Content-Length is longer than its block: the file ends or the next records were read as its payload",
     "empty_file": "the file holds no WARC record",
+    "unreadable_file": "the file could not be opened or read (missing object, permissions, network)",
 }
 
 ROW_SCHEMA = pa.schema([
     ("kind", pa.string()),            # document | quarantine | summary
     ("doc_id", pa.string()),
     ("url", pa.string()),
+    ("url_normalized", pa.string()),
     ("host", pa.string()),
+    ("registered_domain", pa.string()),
+    ("surt_host", pa.string()),
     ("crawl_date", pa.timestamp("us", tz="UTC")),
+    ("crawl_id", pa.string()),
     ("warc_record_id", pa.string()),
     ("warc_type", pa.string()),
     ("http_status", pa.int32()),
     ("content_type", pa.string()),
+    ("content_language", pa.string()),
+    ("last_modified", pa.string()),
+    ("payload_digest", pa.string()),
     ("charset", pa.string()),
+    ("extraction", pa.string()),
     ("text", pa.string()),
     ("text_length", pa.int32()),
     ("payload_bytes", pa.int64()),
     ("source_file", pa.string()),
+    ("warc_filename", pa.string()),
     ("record_offset", pa.int64()),
     ("reason", pa.string()),
     ("detail", pa.string()),
@@ -72,6 +86,7 @@ class IngestLimits:
     max_text_chars: int = 1_000_000
     min_text_chars: int = 1
     html_content_types: tuple[str, ...] = ("text/html", "application/xhtml+xml")
+    extractor: str = "resiliparse"   # resiliparse | trafilatura
 
 
 @dataclass
@@ -79,6 +94,50 @@ class FileResult:
     rows: list[dict] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)
     records: int = 0
+    bytes_read: int = 0          # compressed bytes of the file
+    sha256: str | None = None    # of the file's bytes, computed while parsing
+    crawl_id: str | None = None
+
+
+_CC_CRAWL = re.compile(r"(CC-MAIN-\d{4}-\d{2})")
+
+
+def _extractor_version(name: str) -> str:
+    from importlib.metadata import version
+
+    return f"{name} {version(name)}"
+
+
+def extract_text(html: str, extractor: str = "resiliparse") -> str:
+    """Main text of an HTML page: resiliparse main-content (default) or trafilatura (FineWeb's
+    choice: higher precision, slower). Returns "" when nothing is found. Raises ValueError for an
+    unknown extractor name."""
+    if extractor == "resiliparse":
+        return extract_plain_text(html, main_content=True)
+    if extractor == "trafilatura":
+        import trafilatura
+
+        return trafilatura.extract(html, favor_precision=True, include_comments=False, deduplicate=True) or ""
+    raise ValueError(f"unknown extractor {extractor!r} (resiliparse | trafilatura)")
+
+
+class _HashingReader:
+    """File wrapper that hashes and counts the bytes fastwarc reads (one pass over the file)."""
+
+    def __init__(self, raw):
+        self.raw, self.sha, self.count = raw, hashlib.sha256(), 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        self.sha.update(data)
+        self.count += len(data)
+        return data
+
+    def tell(self) -> int:  # fastwarc asks where it is; bytes handed out so far
+        return self.count
+
+    def readable(self) -> bool:
+        return True
 
 
 def doc_id_for(record_id: str) -> str:
@@ -102,23 +161,38 @@ def decode_html(payload: bytes, http_charset: str | None) -> tuple[str, str]:
     return text, charset
 
 
-def _base_row(source_file: str, offset: int, record) -> dict:
+def _base_row(source_file: str, record, crawl_id: str | None) -> dict:
     headers = record.headers
-    url = headers.get("WARC-Target-URI") or ""
+    url = (headers.get("WARC-Target-URI") or "").strip("<>")
     date = record.record_date
     return {
-        "url": url.strip("<>") or None,
-        "host": (urlsplit(url.strip("<>")).hostname or None) if url else None,
+        "url": url or None,
+        **(urls.url_columns(url) if url and not url.startswith("dns:") else {}),
         "crawl_date": date.astimezone(timezone.utc) if isinstance(date, datetime) else None,
+        "crawl_id": crawl_id,
         "warc_record_id": record.record_id,
         "warc_type": str(record.record_type),
+        "payload_digest": headers.get("WARC-Payload-Digest"),
         "source_file": source_file,
+        "warc_filename": os.path.basename(source_file.rstrip("/")),
         "record_offset": int(record.stream_pos),
     }
 
 
 def _quarantine(row: dict, reason: str, detail: str | None = None) -> dict:
     return {**row, "kind": "quarantine", "reason": reason, "detail": detail}
+
+
+def _read_payload(record, limits: IngestLimits) -> tuple[bytes | None, dict | None]:
+    """``(payload, None)``, or ``(None, (reason, detail))`` when it is over the cap or shorter than declared."""
+    payload = record.reader.read(limits.max_payload_bytes + 1)
+    if len(payload) > limits.max_payload_bytes:
+        record.reader.consume()
+        return None, ("payload_too_large", f"> {limits.max_payload_bytes} bytes")
+    if record.reader.tell() < record.content_length:
+        # fastwarc reads on into the following gzip members: what follows is lost with this record.
+        return None, ("declared_length_mismatch", f"declared {record.content_length} bytes, found {record.reader.tell()}")
+    return payload, None
 
 
 def _response_row(row: dict, record, limits: IngestLimits) -> dict | None:
@@ -131,16 +205,18 @@ def _response_row(row: dict, record, limits: IngestLimits) -> dict | None:
     row["http_status"] = int(http.status_code) if http.status_code else None
     ctype = (record.http_content_type or "").lower() or None
     row["content_type"] = ctype
-    payload = record.reader.read(limits.max_payload_bytes + 1)
-    if len(payload) > limits.max_payload_bytes:
-        record.reader.consume()
-        return _quarantine(row, "payload_too_large", f"> {limits.max_payload_bytes} bytes")
+    row["content_language"] = http.get("Content-Language")
+    row["last_modified"] = http.get("Last-Modified")
+    payload, problem = _read_payload(record, limits)
+    if problem:
+        return _quarantine(row, *problem)
     row["payload_bytes"] = len(payload)
     if ctype not in limits.html_content_types:
         return _quarantine(row, "non_html_payload", ctype)
     html, charset = decode_html(payload, record.http_charset)
     row["charset"] = charset
-    return _text_row(row, extract_plain_text(html, main_content=True), limits)
+    row["extraction"] = _extractor_version(limits.extractor)
+    return _text_row(row, extract_text(html, limits.extractor), limits)
 
 
 def _text_row(row: dict, text: str, limits: IngestLimits) -> dict:
@@ -155,11 +231,10 @@ def _text_row(row: dict, text: str, limits: IngestLimits) -> dict:
 
 def _conversion_row(row: dict, record, limits: IngestLimits) -> dict:
     """WET conversion record: the block is already extracted UTF-8 text."""
-    payload = record.reader.read(limits.max_payload_bytes + 1)
-    if len(payload) > limits.max_payload_bytes:
-        record.reader.consume()
-        return _quarantine(row, "payload_too_large", f"> {limits.max_payload_bytes} bytes")
-    row.update(payload_bytes=len(payload), charset="utf-8",
+    payload, problem = _read_payload(record, limits)
+    if problem:
+        return _quarantine(row, *problem)
+    row.update(payload_bytes=len(payload), charset="utf-8", extraction="wet",
                content_type=record.headers.get("Content-Type") or "text/plain")
     return _text_row(row, payload.decode("utf-8", errors="replace"), limits)
 
@@ -168,14 +243,21 @@ def parse_warc_stream(stream, source_file: str, limits: IngestLimits = IngestLim
     """Parse one WARC/WET byte stream (gzip or plain) into rows. Never raises on bad input."""
     result = FileResult()
     last_end = 0
+    name = os.path.basename(source_file.rstrip("/"))
+    found = _CC_CRAWL.search(name)
+    result.crawl_id = found.group(1) if found else None  # warcinfo's isPartOf wins when present
     iterator = ArchiveIterator(stream, parse_http=True, record_types=WarcRecordType.any_type)
     try:
         for record in iterator:
             result.records += 1
-            row = {"source_file": source_file, "record_offset": int(record.stream_pos)}
+            row = {"source_file": source_file, "warc_filename": name, "record_offset": int(record.stream_pos)}
             try:
-                row = _base_row(source_file, record.stream_pos, record)
+                row = _base_row(source_file, record, result.crawl_id)
                 rtype = record.record_type
+                if rtype == WarcRecordType.warcinfo:
+                    result.crawl_id = _warcinfo_part_of(record) or result.crawl_id
+                    result.skipped[str(rtype)] += 1
+                    continue
                 if rtype == WarcRecordType.response:
                     out = _response_row(row, record, limits)
                     if out is None:
@@ -191,9 +273,19 @@ def parse_warc_stream(stream, source_file: str, limits: IngestLimits = IngestLim
             result.rows.append(out)
             last_end = record.stream_pos
     except Exception as exc:  # damage in the container itself: keep what came before
-        result.rows.append({"kind": "quarantine", "source_file": source_file, "record_offset": last_end,
-                            "reason": "corrupt_file", "detail": f"{type(exc).__name__}: {exc}"[:500]})
+        result.rows.append({"kind": "quarantine", "source_file": source_file, "warc_filename": name,
+                            "record_offset": last_end, "reason": "corrupt_file",
+                            "detail": f"{type(exc).__name__}: {exc}"[:500]})
     return result
+
+
+def _warcinfo_part_of(record) -> str | None:
+    """``isPartOf`` of a warcinfo record (Common Crawl: the crawl id, e.g. CC-MAIN-2020-34)."""
+    for line in record.reader.read(65536).decode("utf-8", errors="replace").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() == "ispartof" and value.strip():
+            return value.strip()
+    return None
 
 
 def _check_tail(stream_factory, source_file: str, result: FileResult) -> None:
@@ -229,9 +321,14 @@ def parse_warc_file(path: str, limits: IngestLimits = IngestLimits()) -> FileRes
     def opener():
         return fsspec.open(path, "rb").open()
 
-    with opener() as stream:
+    with opener() as raw:
+        stream = _HashingReader(raw)
         result = parse_warc_stream(stream, path, limits)
-    if not any(r.get("reason") == "corrupt_file" for r in result.rows):
+        while stream.read(1 << 20):  # finish the digest if fastwarc stopped early
+            pass
+        result.bytes_read, result.sha256 = stream.count, stream.sha.hexdigest()
+    # One row per damage: a record cut short already says where the file broke.
+    if not any(r.get("reason") in ("corrupt_file", "declared_length_mismatch") for r in result.rows):
         _check_tail(opener, path, result)
     return result
 
@@ -240,15 +337,20 @@ def summary_row(path: str, result: FileResult) -> dict:
     kinds = Counter(r["kind"] for r in result.rows)
     return {"kind": "summary", "source_file": path, "record_offset": -1,
             "detail": json.dumps({"records": result.records, "documents": kinds["document"],
-                                  "quarantined": kinds["quarantine"], "skipped": dict(result.skipped)},
-                                 sort_keys=True)}
+                                  "quarantined": kinds["quarantine"], "skipped": dict(result.skipped),
+                                  "bytes": result.bytes_read, "sha256": result.sha256}, sort_keys=True)}
 
 
 def parse_files_to_batches(paths: Iterable[str], limits: IngestLimits = IngestLimits(),
                            batch_rows: int = 256) -> Iterator[pa.RecordBatch]:
     """Parse files one after another; yield :data:`ROW_SCHEMA` batches of at most ``batch_rows``."""
     for path in paths:
-        result = parse_warc_file(path, limits)
+        try:
+            result = parse_warc_file(path, limits)
+        except (OSError, ValueError) as exc:  # e.g. a listed object that is gone: a row, not a crash
+            result = FileResult(rows=[{"kind": "quarantine", "source_file": path, "record_offset": 0,
+                                       "warc_filename": os.path.basename(path.rstrip("/")),
+                                       "reason": "unreadable_file", "detail": f"{type(exc).__name__}: {exc}"[:500]}])
         rows = result.rows + [summary_row(path, result)]
         for start in range(0, len(rows), batch_rows):
             yield pa.RecordBatch.from_pylist(rows[start:start + batch_rows], schema=ROW_SCHEMA)

@@ -1,36 +1,55 @@
 """ingest: WARC/WET files → ``bronze.documents`` + ``bronze.quarantine``.
 
-One Spark task per file (a gzip-per-record WARC is not splittable without an index). Files already
-committed with the same size and mtime (``ops.ingest_log``) are skipped; a changed file is read
-again and its rows replaced. Each file's rows are replaced atomically (``replaceWhere`` on
-``source_file``), then the file is logged, so a run killed in between leaves each file's records
-present exactly once after the next run. The candidate table is audited before publishing.
+Inputs are paths, globs, folders, fsspec URLs (``s3://``, ``https://``) and Common Crawl
+``warc.paths.gz`` / ``wet.paths.gz`` listings (lines resolved against ``ingest.paths_prefix``),
+optionally sampled (``sample_fraction``) and capped (``max_files``) for trial runs.
+
+One Spark task per file (a gzip-per-record WARC is not splittable without an index). Files are
+processed ``files_per_commit`` at a time: parse, audit (write-audit-publish), replace those files'
+rows (``replaceWhere`` on ``source_file``), then record them in ``ops.ingest_log`` with size,
+mtime and sha256. A file whose size and mtime match its log entry is skipped; a changed file is
+read again and its rows replaced. A run killed anywhere therefore ends, after a re-run, with each
+file's records present exactly once.
 """
 
 from __future__ import annotations
 
 import glob as globlib
+import hashlib
 import json
 import os
+import time
 from datetime import datetime, timezone
 from functools import partial
 
 import fsspec
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
+from rich.console import Console
 
 from pipelines import quality
+from pipelines.config import IngestConfig
 from pipelines.kernels.warc import ROW_SCHEMA, IngestLimits, parse_files_to_batches
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import BRONZE_DOCUMENTS, BRONZE_QUARANTINE, OPS_INGEST_LOG
 
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".warc.wet.gz", ".arc.gz")
+LISTING_SUFFIXES = (".paths.gz", ".paths")
 
 
-def resolve_inputs(inputs: list[str]) -> list[str]:
-    """Expand paths, globs and folders (local or fsspec URLs) to a sorted list of files.
+def _read_listing(listing: str, prefix: str) -> list[str]:
+    """Lines of a Common Crawl ``*.paths.gz`` listing, each joined to ``prefix`` unless absolute."""
+    with fsspec.open(listing, "rt", compression="infer") as fh:
+        lines = [ln.strip() for ln in fh if ln.strip()]
+    return [ln if "://" in ln or ln.startswith("/") else prefix.rstrip("/") + "/" + ln for ln in lines]
+
+
+def resolve_inputs(inputs: list[str], paths_prefix: str = "https://data.commoncrawl.org/") -> list[str]:
+    """Expand paths, globs, folders, fsspec URLs and ``*.paths.gz`` listings to a sorted file list.
 
     Raises FileNotFoundError naming every input that matches nothing, before any Spark work.
+    Files named inside a listing are not checked here (a crawl lists tens of thousands); one that
+    cannot be read becomes a quarantine row.
     """
     files: list[str] = []
     missing: list[str] = []
@@ -38,24 +57,38 @@ def resolve_inputs(inputs: list[str]) -> list[str]:
         fs, _, _ = fsspec.get_fs_token_paths(item)
         is_local = "://" not in item
         if any(ch in item for ch in "*?["):
-            found = sorted(globlib.glob(item)) if is_local else [fs.unstrip_protocol(p) for p in fs.glob(item)]
+            found = sorted(globlib.glob(item, recursive=True)) if is_local else [fs.unstrip_protocol(p) for p in fs.glob(item)]
         elif fs.isdir(item):
             found = sorted(p for p in fs.find(item) if p.endswith(WARC_SUFFIXES))
             found = found if is_local else [fs.unstrip_protocol(p) for p in found]
         elif fs.exists(item):
-            found = [item]
+            found = _read_listing(item, paths_prefix) if item.endswith(LISTING_SUFFIXES) else [item]
         else:
             found = []
         if not found:
             missing.append(item)
-        files.extend(os.path.abspath(p) if is_local else p for p in found)
+        files.extend(os.path.abspath(p) if "://" not in p else p for p in found)
     if missing:
         raise FileNotFoundError(f"ingest input not found: {', '.join(missing)}")
     return sorted(dict.fromkeys(files))
 
 
+def select_files(files: list[str], max_files: int | None = None, sample_fraction: float | None = None,
+                 seed: int = 0) -> list[str]:
+    """Trial-run selection: a stable hash sample of ``files`` (same seed, same files), then the
+    first ``max_files`` in path order."""
+    if sample_fraction is not None:
+        files = [f for f in files
+                 if int.from_bytes(hashlib.sha1(f"{seed}:{f}".encode()).digest()[:8], "big") < sample_fraction * 2**64]
+    return files[:max_files] if max_files else files
+
+
 def _fingerprint(path: str) -> tuple[int, float]:
-    info = fsspec.get_fs_token_paths(path)[0].info(path)
+    """``(size in bytes, mtime in seconds)``; (-1, 0) when the file cannot be inspected."""
+    try:
+        info = fsspec.get_fs_token_paths(path)[0].info(path)
+    except (OSError, ValueError):
+        return -1, 0.0
     mtime = info.get("mtime") or info.get("LastModified") or info.get("created") or 0.0
     if isinstance(mtime, datetime):
         mtime = mtime.timestamp()
@@ -71,47 +104,74 @@ def _sql_list(values: list[str]) -> str:
     return ", ".join("'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'" for v in values)
 
 
-def run(ctx: StageContext, inputs: list[str]) -> StageResult:
-    spark, lake, cfg = ctx.spark, ctx.lake, ctx.cfg.ingest
-    files = resolve_inputs(inputs)
-    committed = {r.source_file: (r.size_bytes, r.mtime) for r in lake.read(OPS_INGEST_LOG).collect()}
-    prints = {f: _fingerprint(f) for f in files}
-    todo = [f for f in files if committed.get(f) != prints[f]]
-    notes: dict[str, object] = {"files": len(files), "files_skipped": len(files) - len(todo)}
-    if not todo:
-        return StageResult(0, 0, notes=notes)
+def _limits(cfg: IngestConfig) -> IngestLimits:
+    return IngestLimits(cfg.max_payload_bytes, cfg.max_text_chars, cfg.min_text_chars,
+                        tuple(cfg.html_content_types), cfg.extractor)
 
-    limits = IngestLimits(cfg.max_payload_bytes, cfg.max_text_chars, cfg.min_text_chars,
-                          tuple(cfg.html_content_types))
-    parsed = (spark.createDataFrame([(f,) for f in todo], "path string")
-              .repartition(len(todo))
+
+def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[int, float]],
+                  limits: IngestLimits) -> dict[str, dict]:
+    """Parse, audit and publish one commit batch of files; returns each file's summary."""
+    spark, lake = ctx.spark, ctx.lake
+    parsed = (spark.createDataFrame([(f,) for f in files], "path string")
+              .repartition(len(files))
               .mapInArrow(partial(_parse_partition, limits=limits), from_arrow_schema(ROW_SCHEMA))
               .persist())
-    docs = parsed.filter(F.col("kind") == "document").select(BRONZE_DOCUMENTS.columns)
+    docs = lake.conform(BRONZE_DOCUMENTS, parsed.filter(F.col("kind") == "document").select(BRONZE_DOCUMENTS.columns))
     bad = parsed.filter(F.col("kind") == "quarantine").select(BRONZE_QUARANTINE.columns)
     summaries = {r.source_file: json.loads(r.detail)
                  for r in parsed.filter(F.col("kind") == "summary").select("source_file", "detail").collect()}
 
-    in_todo = f"source_file IN ({_sql_list(todo)})"
-    candidate = lake.read(BRONZE_DOCUMENTS).filter(f"NOT ({in_todo})").unionByName(lake.conform(BRONZE_DOCUMENTS, docs))
-    quality.audit(ctx, "ingest", BRONZE_DOCUMENTS, candidate)
-    lake.replace_where(BRONZE_DOCUMENTS, docs, in_todo)
-    lake.replace_where(BRONZE_QUARANTINE, bad, in_todo)
-
+    in_batch = f"source_file IN ({_sql_list(files)})"
+    # The suite runs on the new rows; doc_id uniqueness against other files' rows is checked here,
+    # with a join, so the cost of an audit does not grow with the table.
+    clashes = lake.read(BRONZE_DOCUMENTS).filter(f"NOT ({in_batch})").join(docs.select("doc_id"), "doc_id", "left_semi").count()
+    quality.audit(ctx, "ingest", BRONZE_DOCUMENTS, docs,
+                  extra_checks=[("doc_id_unique_across_files", "doc_id", clashes == 0, f"{clashes} clashes")])
+    lake.replace_where(BRONZE_DOCUMENTS, docs, in_batch)
+    lake.replace_where(BRONZE_QUARANTINE, bad, in_batch)
     now = datetime.now(timezone.utc)
-    log_rows = [(f, prints[f][0], prints[f][1], ctx.run_id, summaries[f]["documents"], summaries[f]["quarantined"],
-                 sum(summaries[f]["skipped"].values()), now) for f in todo]
-    lake.merge(OPS_INGEST_LOG, spark.createDataFrame(log_rows, OPS_INGEST_LOG.schema))
+    log_rows = [(f, prints[f][0], prints[f][1], summaries[f].get("sha256"), ctx.run_id, summaries[f]["documents"],
+                 summaries[f]["quarantined"], sum(summaries[f]["skipped"].values()), now) for f in files]
+    # replaceWhere, not MERGE: the batch's files are known, so no join is needed to upsert them.
+    lake.replace_where(OPS_INGEST_LOG, spark.createDataFrame(log_rows, OPS_INGEST_LOG.schema), in_batch)
     parsed.unpersist()
+    return summaries
+
+
+def run(ctx: StageContext, inputs: list[str]) -> StageResult:
+    """Ingest ``inputs`` (already validated by :func:`resolve_inputs` or raw: resolved here)."""
+    cfg = ctx.cfg.ingest
+    files = select_files(resolve_inputs(inputs, cfg.paths_prefix), cfg.max_files, cfg.sample_fraction, cfg.sample_seed)
+    committed = {r.source_file: (r.size_bytes, r.mtime) for r in ctx.lake.read(OPS_INGEST_LOG).collect()}
+    prints = {f: _fingerprint(f) for f in files}
+    todo = [f for f in files if committed.get(f) != prints[f]]
+    console = Console(stderr=True)
+    limits = _limits(cfg)
+
+    summaries: dict[str, dict] = {}
+    started = time.perf_counter()
+    for start in range(0, len(todo), cfg.files_per_commit):
+        summaries.update(_ingest_files(ctx, todo[start:start + cfg.files_per_commit], prints, limits))
+        if cfg.progress:
+            elapsed = max(time.perf_counter() - started, 1e-9)
+            records = sum(s["records"] for s in summaries.values())
+            mbytes = sum(s.get("bytes", 0) for s in summaries.values()) / 1e6
+            console.print(f"ingest: {len(files) - len(todo) + len(summaries)}/{len(files)} files, {records:,} records, "
+                          f"{records / elapsed:,.0f} records/s, {mbytes / elapsed:,.1f} MB/s", highlight=False)
 
     skipped: dict[str, int] = {}
     for s in summaries.values():
         for kind, n in s["skipped"].items():
             skipped[kind] = skipped.get(kind, 0) + n
-    records = sum(s["records"] for s in summaries.values())
-    documents = sum(s["documents"] for s in summaries.values())
     quarantined = sum(s["quarantined"] for s in summaries.values())
-    notes.update(records=records, skipped_by_type=skipped)
-    return StageResult(rows_in=records, rows_out=documents, rows_quarantined=quarantined,
-                       output_versions={BRONZE_DOCUMENTS.qualified_name: lake.version(BRONZE_DOCUMENTS)},
+    notes = {"files": len(files), "files_skipped": len(files) - len(todo),
+             "records": sum(s["records"] for s in summaries.values()), "skipped_by_type": dict(sorted(skipped.items()))}
+    if quarantined:
+        reasons = ctx.lake.read(BRONZE_QUARANTINE).filter(
+            F.col("source_file").isin(todo)).groupBy("reason").count().collect() if todo else []
+        notes["quarantined_by_reason"] = {r["reason"]: r["count"] for r in sorted(reasons, key=lambda r: r["reason"])}
+    return StageResult(rows_in=notes["records"], rows_out=sum(s["documents"] for s in summaries.values()),
+                       rows_quarantined=quarantined,
+                       output_versions={BRONZE_DOCUMENTS.qualified_name: ctx.lake.version(BRONZE_DOCUMENTS)},
                        notes=notes)

@@ -1,0 +1,120 @@
+"""The ingest stage on local Spark: inputs, exactly-once per file, restarts, changed files."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, lake_config, read_table, real_file
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from pipelines.runner import run_pipeline
+from pipelines.stages.ingest import resolve_inputs, select_files
+
+REAL = ("cc-main-2020-34-excerpt.warc.gz", "ia-heritrix-2008-example.warc.gz", "cc-main-2024-22-whirlwind.warc.gz",
+        "cc-main-2024-22-whirlwind.warc.wet.gz", "cc-main-2024-22-whirlwind.warc.wat.gz")
+
+
+def ingest_cfg(root: Path, inputs: list[str], *overrides: str):
+    cfg = lake_config(root, "ingest.progress=false", *overrides)
+    return cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"input": inputs})})
+
+
+def doc_ids(spark, root: Path) -> list[str]:
+    return sorted(r.doc_id for r in read_table(spark, root, "bronze.documents").select("doc_id").collect())
+
+
+def test_listing_glob_folder_and_selection(tmp_path):
+    crawl = tmp_path / "crawl" / "segments"
+    crawl.mkdir(parents=True)
+    for name in REAL[:3]:
+        shutil.copy(real_file(name), crawl / name)
+    listing = tmp_path / "warc.paths.gz"
+    listing.write_bytes(gzip.compress(b"".join(f"segments/{n}\n".encode() for n in REAL[:3])))
+    expected = sorted(str(crawl / n) for n in REAL[:3])
+    assert resolve_inputs([str(listing)], paths_prefix=str(tmp_path / "crawl")) == expected
+    assert resolve_inputs([str(tmp_path / "crawl" / "**" / "*.warc.gz")]) == expected
+    assert resolve_inputs([str(tmp_path / "crawl")]) == expected
+    with pytest.raises(FileNotFoundError, match="nope"):
+        resolve_inputs([str(tmp_path / "nope*.warc.gz"), str(listing)])
+    files = [f"s3://bucket/f{i:03d}.warc.gz" for i in range(200)]
+    sample = select_files(files, sample_fraction=0.25, seed=7)
+    assert sample == select_files(files, sample_fraction=0.25, seed=7) != select_files(files, sample_fraction=0.25, seed=8)
+    assert 25 < len(sample) < 75 and select_files(files, max_files=5, sample_fraction=0.25, seed=7) == sample[:5]
+
+
+def test_all_real_kinds_and_every_record_accounted_for(spark, tmp_path):
+    root = tmp_path / "lake"
+    (run,) = run_pipeline(ingest_cfg(root, [real_file(n) for n in REAL]), stages=("ingest",))
+    docs = read_table(spark, root, "bronze.documents")
+    quarantine = read_table(spark, root, "bronze.quarantine")
+    notes = run.result.notes
+    assert docs.count() == 16 + 134 + 1 + 1 and quarantine.count() == run.result.rows_quarantined == 127
+    assert notes["skipped_by_type"] == {"dns": 38, "metadata": 279, "request": 279, "warcinfo": 5}
+    assert run.result.rows_in == docs.count() + quarantine.count() + sum(notes["skipped_by_type"].values()) == 880
+    assert notes["quarantined_by_reason"] == {"empty_text": 6, "non_html_payload": 121}
+    log = read_table(spark, root, "ops.ingest_log")
+    assert log.count() == 5 and log.filter("sha256 IS NULL").count() == 0
+    assert docs.filter("warc_type = 'conversion'").count() == 1
+    assert {r.crawl_id for r in docs.select("crawl_id").distinct().collect()} == {
+        "CC-MAIN-2020-34", "CC-MAIN-2024-22", "archive.org-shallow"}
+
+
+def test_changed_file_is_reingested_replacing_its_rows(spark, tmp_path, capsys):
+    root, warc = tmp_path / "lake", tmp_path / "crawl.warc.gz"
+    shutil.copy(real_file("ia-heritrix-2008-example.warc.gz"), warc)
+    run_pipeline(ingest_cfg(root, [str(warc)], "ingest.progress=true"), stages=("ingest",))
+    assert "1/1 files" in capsys.readouterr().err and len(doc_ids(spark, root)) == 134
+    (again,) = run_pipeline(ingest_cfg(root, [str(warc)]), stages=("ingest",))
+    assert again.result.notes["files_skipped"] == 1 and len(doc_ids(spark, root)) == 134
+    data = warc.read_bytes()
+    warc.write_bytes(data[: len(data) // 2])            # the file changes: fewer records
+    os.utime(warc, (time.time() + 10, time.time() + 10))
+    run_pipeline(ingest_cfg(root, [str(warc)]), stages=("ingest",))
+    from pipelines.kernels.warc import parse_warc_file
+
+    fresh = {r["doc_id"] for r in parse_warc_file(str(warc)).rows if r["kind"] == "document"}
+    assert doc_ids(spark, root) == sorted(fresh) and 0 < len(fresh) < 134
+    assert read_table(spark, root, "bronze.quarantine").filter("reason = 'declared_length_mismatch'").count() == 1
+
+
+def test_killed_run_restarted_yields_exactly_an_uninterrupted_run(spark, tmp_path):
+    inputs = [real_file(n) for n in REAL if not n.startswith("ia-")]  # small files: one commit each
+    reference = tmp_path / "reference"
+    run_pipeline(ingest_cfg(reference, inputs), stages=("ingest",))
+
+    root = tmp_path / "killed"
+    cmd = [str(Path(sys.executable).parent / "crawlake"), "run", "--stages", "ingest", "--lake-root", str(root),
+           "--set", "ingest.files_per_commit=1", "--input", *inputs]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    log = root / "ops" / "ingest_log"
+
+    def committed_files() -> int:
+        try:
+            return DeltaTable(str(log)).to_pyarrow_table().num_rows
+        except TableNotFoundError:  # not created yet, or its first commit is being written
+            return 0
+
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and committed_files() < 1:
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    committed = committed_files()
+    assert 1 <= committed < len(inputs)
+
+    (restart,) = run_pipeline(ingest_cfg(root, inputs), stages=("ingest",))
+    assert restart.result.notes["files_skipped"] >= committed
+    assert doc_ids(spark, root) == doc_ids(spark, reference)
+    assert len(set(doc_ids(spark, root))) == len(doc_ids(spark, root))
+    quarantine = lambda r: sorted((x.source_file, x.record_offset, x.reason) for x in read_table(spark, r, "bronze.quarantine").collect())
+    assert quarantine(root) == quarantine(reference)
