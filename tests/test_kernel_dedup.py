@@ -45,3 +45,25 @@ def test_short_and_empty_texts():
     assert word_shingles("", 5) == set()
     assert word_shingles("Two words", 5) == {b"two words"}
     assert len(word_shingles("one two three four five six", 5)) == 2
+
+
+def test_batch_signatures_bit_identical_on_all_real_page_texts():
+    from pipelines.kernels.minhash import minhash_signatures
+    from pipelines.kernels.warc import parse_warc_file
+
+    texts = [r["text"] for name in ("cc-main-2020-34-excerpt.warc.gz", "ia-heritrix-2008-example.warc.gz",
+                                    "cc-main-2024-22-whirlwind.warc.wet.gz")
+             for r in parse_warc_file(real_file(name)).rows if r["kind"] == "document"]
+    shingle_sets = [word_shingles(t, 5) for t in texts] + [set()]   # an empty document too
+    ours = minhash_signatures(shingle_sets, 112, 1)
+    for shingles, row in zip(shingle_sets, ours):
+        reference = MinHash(num_perm=112, seed=1, scheme="legacy")
+        reference.update_batch(list(shingles))
+        assert np.array_equal(row, reference.hashvalues)
+
+
+def test_char_shingles():
+    from pipelines.kernels.minhash import char_shingles
+
+    assert char_shingles("中文没有空格", 3) == {"中文没".encode(), "文没有".encode(), "没有空".encode(), "有空格".encode()}
+    assert char_shingles("Ab", 5) == {b"ab"} and char_shingles("  ", 5) == set()

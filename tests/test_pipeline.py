@@ -99,3 +99,36 @@ def test_rerun_is_idempotent(spark, real_lake):
     after.pop("ops.runs"), before.pop("ops.runs")
     after.pop("ops.quality"), before.pop("ops.quality")
     assert after == before
+
+
+def test_explain_says_why_each_document_went(spark, sample_lake):
+    from pipelines.explain import explain
+    from pipelines.tables import Lake
+
+    lake = Lake(spark, lake_config(sample_lake).lake)
+    dup = read_table(spark, sample_lake, "silver.duplicate_clusters").filter("NOT kept AND method = 'exact'").first()
+    exp = explain(lake, dup.doc_id)
+    assert not exp.in_clean and exp.duplicate_of[0]["cluster_id"] == dup.cluster_id
+    assert exp.verdict.startswith(f"removed: exact duplicate of {dup.cluster_id}")
+    failed = read_table(spark, sample_lake, "silver.filter_decisions").filter("NOT passed").first()
+    exp = explain(lake, failed.doc_id)
+    assert failed.filter in exp.verdict and any(d["filter"] == failed.filter and not d["passed"] for d in exp.decisions)
+    kept = read_table(spark, sample_lake, "silver.documents_clean").first()
+    assert explain(lake, kept.doc_id).verdict.startswith("kept") and not explain(lake, "nope").ingested
+
+
+def test_dedup_with_verification_keeps_the_true_near_duplicates(spark, sample_lake, tmp_path):
+    import shutil
+
+    from pipelines.runner import run_pipeline
+
+    root = tmp_path / "lake"
+    shutil.copytree(sample_lake, root)
+    clusters = lambda: sorted((r.doc_id, r.cluster_id, r.kept, r.method)
+                              for r in read_table(spark, root, "silver.duplicate_clusters").collect())
+    before = clusters()
+    (run,) = run_pipeline(lake_config(root, "dedup.verify=true"), stages=("dedup",))
+    assert run.result.notes["verified"] is True
+    assert clusters() == before and any(m == "near" for *_, m in before)  # the planted ones are > 0.85
+    (strict,) = run_pipeline(lake_config(root, "dedup.verify=true", "dedup.threshold=0.99"), stages=("dedup",))
+    assert strict.result.notes["near_removed"] == 0

@@ -19,6 +19,8 @@ import numpy as np
 import pyarrow as pa
 from scipy.integrate import quad
 
+from pipelines.kernels import _minhash_jit as _jit
+
 MERSENNE_PRIME = np.uint64((1 << 61) - 1)
 MAX_HASH = np.uint64((1 << 32) - 1)
 
@@ -51,6 +53,27 @@ def word_shingles(text: str, n: int = 5) -> set[bytes]:
     return {" ".join(words[i:i + n]).encode("utf-8") for i in range(len(words) - n + 1)}
 
 
+def char_shingles(text: str, n: int = 5) -> set[bytes]:
+    """Character ``n``-gram shingles of the normalized text (spaces kept), as UTF-8 bytes.
+
+    For scripts written without spaces (Chinese, Japanese, Thai) and for short records, where
+    word n-grams are too few. A text shorter than ``n`` gives one shingle; an empty text none.
+    """
+    norm = normalize_text(text)
+    if not norm:
+        return set()
+    if len(norm) < n:
+        return {norm.encode("utf-8")}
+    return {norm[i:i + n].encode("utf-8") for i in range(len(norm) - n + 1)}
+
+
+def shingle_jaccard(a: str, b: str, n: int = 5) -> float:
+    """Exact Jaccard similarity of two texts' word ``n``-gram shingle sets (0.0 if both are empty)."""
+    sa, sb = word_shingles(a, n), word_shingles(b, n)
+    union = len(sa | sb)
+    return len(sa & sb) / union if union else 0.0
+
+
 @lru_cache(maxsize=16)
 def permutations(num_perm: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """``(a, b)``, each ``uint64[num_perm]``, drawn exactly as datasketch's legacy scheme does."""
@@ -63,22 +86,31 @@ def permutations(num_perm: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     return pairs[0].copy(), pairs[1].copy()
 
 
-def sha1_hash32(shingles: set[bytes] | list[bytes]) -> np.ndarray:
-    """``uint64[len(shingles)]``: first 4 bytes of SHA-1, little-endian (datasketch.sha1_hash32)."""
-    digests = b"".join(hashlib.sha1(s).digest()[:4] for s in shingles)
-    return np.frombuffer(digests, dtype="<u4").astype(np.uint64)
+def pack_shingles(shingle_sets: list[set[bytes] | list[bytes]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(data uint8[m], offsets int64[n_shingles + 1], doc_starts int64[n_docs + 1])``."""
+    flat = [s for shingles in shingle_sets for s in shingles]
+    data = np.frombuffer(b"".join(flat), dtype=np.uint8)
+    offsets = np.zeros(len(flat) + 1, dtype=np.int64)
+    np.cumsum([len(s) for s in flat], out=offsets[1:])
+    doc_starts = np.zeros(len(shingle_sets) + 1, dtype=np.int64)
+    np.cumsum([len(s) for s in shingle_sets], out=doc_starts[1:])
+    return data, offsets, doc_starts
+
+
+def minhash_signatures(shingle_sets: list[set[bytes] | list[bytes]], num_perm: int = 112, seed: int = 1) -> np.ndarray:
+    """MinHash signatures, ``uint32[n_docs, num_perm]``, one row per shingle set.
+
+    Compiled (numba): SHA-1 of each shingle, then the legacy permutations; an empty set gives a
+    row of ``2^32 − 1``. Bit-identical to ``datasketch.MinHash(num_perm, seed, scheme="legacy")``.
+    """
+    a, b = permutations(num_perm, seed)
+    data, offsets, doc_starts = pack_shingles(shingle_sets)
+    return _jit.min_permuted(_jit.sha1_hash32(data, offsets), doc_starts, a, b)
 
 
 def minhash_signature(shingles: set[bytes] | list[bytes], num_perm: int = 112, seed: int = 1) -> np.ndarray:
-    """MinHash signature, ``uint32[num_perm]``; all ``2^32 − 1`` for an empty shingle set."""
-    a, b = permutations(num_perm, seed)
-    if not shingles:
-        return np.full(num_perm, MAX_HASH, dtype=np.uint32)
-    hv = sha1_hash32(shingles)[:, None]
-    # uint64 products wrap exactly as datasketch's numpy arithmetic does.
-    with np.errstate(over="ignore"):
-        phv = np.bitwise_and((hv * a + b) % MERSENNE_PRIME, MAX_HASH)
-    return phv.min(axis=0).astype(np.uint32)
+    """MinHash signature of one shingle set, ``uint32[num_perm]``."""
+    return minhash_signatures([shingles], num_perm, seed)[0]
 
 
 def _false_positive(threshold: float, b: int, r: int) -> float:
@@ -111,17 +143,10 @@ def optimal_bands_rows(threshold: float, num_perm: int,
 def band_hashes(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """``int64[n, bands]`` hashes of each band of ``uint32[n, num_perm]`` signatures.
 
-    Each band's ``rows`` values are hashed with BLAKE2b-64 of their little-endian bytes, so two
-    documents share a band hash exactly when they agree on that band (up to 2^-64 collisions).
+    Each band's ``rows`` values are chained through splitmix64, so two documents share a band
+    hash exactly when they agree on that band (up to 64-bit collisions).
     """
-    n = signatures.shape[0]
-    sig = np.ascontiguousarray(signatures[:, : bands * rows].astype("<u4")).reshape(n, bands, rows)
-    out = np.empty((n, bands), dtype=np.int64)
-    for i in range(n):
-        for j in range(bands):
-            digest = hashlib.blake2b(sig[i, j].tobytes(), digest_size=8).digest()
-            out[i, j] = int.from_bytes(digest, "little", signed=True)
-    return out
+    return _jit.band_hashes(np.ascontiguousarray(signatures, dtype=np.uint32), bands, rows)
 
 
 SIGNATURE_SCHEMA = pa.schema([
@@ -137,17 +162,15 @@ def band_batch(batch: pa.RecordBatch, *, ngram: int, num_perm: int, seed: int,
 
     Documents with no shingles (empty text) get no rows: they cannot be near-duplicates.
     """
-    doc_ids = batch.column("doc_id").to_pylist()
-    texts = batch.column("text").to_pylist()
-    keep, sigs = [], []
-    for doc_id, text in zip(doc_ids, texts):
+    keep, shingle_sets = [], []
+    for doc_id, text in zip(batch.column("doc_id").to_pylist(), batch.column("text").to_pylist()):
         shingles = word_shingles(text or "", ngram)
         if shingles:
             keep.append(doc_id)
-            sigs.append(minhash_signature(shingles, num_perm, seed))
+            shingle_sets.append(shingles)
     if not keep:
         return pa.RecordBatch.from_pylist([], schema=SIGNATURE_SCHEMA)
-    hashes = band_hashes(np.stack(sigs), bands, rows)
+    hashes = band_hashes(minhash_signatures(shingle_sets, num_perm, seed), bands, rows)
     return pa.RecordBatch.from_arrays(
         [pa.array(np.repeat(keep, bands).tolist(), pa.string()),
          pa.array(np.tile(np.arange(bands, dtype=np.int32), len(keep))),
