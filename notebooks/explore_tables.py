@@ -26,6 +26,7 @@ TABLES = [
     "silver.documents_clean",
     "silver.filter_decisions",
     "gold.token_sequences",
+    "gold.document_tokens",
     "gold.embeddings",
     "ops.runs",
     "ops.quality",

@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -51,11 +51,17 @@ class SparkConfig(_Strict):
 
 class IngestConfig(_Strict):
     input: list[str] = Field(default_factory=list)
-    extractor: Literal["resiliparse"] = "resiliparse"
+    paths_prefix: str = "https://data.commoncrawl.org/"
+    max_files: int | None = Field(None, ge=1)
+    sample_fraction: float | None = Field(None, gt=0.0, le=1.0)
+    sample_seed: int = 0
+    files_per_commit: int = Field(16, ge=1)
+    extractor: Literal["resiliparse", "trafilatura"] = "resiliparse"
     max_payload_bytes: int = Field(10 * 1024 * 1024, gt=0)
     max_text_chars: int = Field(1_000_000, gt=0)
     min_text_chars: int = Field(1, ge=0)
     html_content_types: list[str] = Field(default_factory=lambda: ["text/html"])
+    progress: bool = True
 
 
 class DedupConfig(_Strict):
@@ -64,6 +70,7 @@ class DedupConfig(_Strict):
     threshold: float = Field(0.8, gt=0.0, lt=1.0)
     seed: int = 1
     max_iterations: int = Field(50, ge=1)
+    verify: bool = False
 
 
 class GopherConfig(_Strict):
@@ -91,6 +98,9 @@ class TokenizeConfig(_Strict):
     seq_len: int = Field(2048, ge=8)
     separator_token: str | None = None
     pack_groups: int = Field(8, ge=1)
+    train_vocab_size: int = Field(32000, ge=260)
+    train_min_frequency: int = Field(2, ge=1)
+    train_output_dir: str | None = None
 
 
 class EmbedConfig(_Strict):
@@ -98,6 +108,21 @@ class EmbedConfig(_Strict):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     batch_size: int = Field(64, ge=1)
     chunk_overlap_tokens: int = Field(32, ge=0)
+
+
+class ClicksConfig(_Strict):
+    """Criteo click logs: ``crawlake clicks ingest | stream | features``."""
+    format: Literal["tsv", "kaggle_csv"] = "tsv"
+    input: list[str] = Field(default_factory=list)
+    landing: str | None = None
+    path_glob: str = "*"
+    checkpoint: str | None = None
+    max_files_per_trigger: int = Field(8, ge=1)
+    processing_time: str = "30 seconds"
+    stop_timeout_s: float = Field(120.0, ge=0)
+    day_pattern: str | None = r"day_(\d+)"
+    block_bytes: int = Field(16 * 1024 * 1024, ge=1024)
+    vocab_min_frequency: int = Field(3, ge=1)
 
 
 class Config(_Strict):
@@ -108,6 +133,7 @@ class Config(_Strict):
     filter: FilterConfig = FilterConfig()
     tokenize: TokenizeConfig = TokenizeConfig()
     embed: EmbedConfig = EmbedConfig()
+    clicks: ClicksConfig = ClicksConfig()
 
     def hash(self) -> str:
         """Short, stable hash of the effective configuration (recorded in ``ops.runs``)."""

@@ -7,7 +7,7 @@ DataFrames to these schemas before writing, so a stage cannot publish an unexpec
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pyspark.sql.types import (
     ArrayType,
@@ -51,19 +51,28 @@ _STR, _LONG, _INT, _DBL, _BOOL, _TS = StringType(), LongType(), IntegerType(), D
 BRONZE_DOCUMENTS = TableSpec(
     "bronze", "documents",
     _s(
-        ("doc_id", _STR, False),          # sha256 of the WARC-Record-ID, hex
-        ("url", _STR, False),
+        ("doc_id", _STR, False),          # sha256 of the WARC-Record-ID, first 32 hex chars
+        ("url", _STR, False),             # WARC-Target-URI as crawled
+        ("url_normalized", _STR, True),   # w3lib canonical form
         ("host", _STR, True),
+        ("registered_domain", _STR, True),  # tldextract, bundled Public Suffix List
+        ("surt_host", _STR, True),        # SURT host key, e.g. org,archive
         ("crawl_date", _TS, True),        # WARC-Date, UTC
+        ("crawl_id", _STR, True),         # warcinfo isPartOf or CC-MAIN-YYYY-WW from the file name
         ("warc_record_id", _STR, False),
         ("warc_type", _STR, False),       # response | conversion
         ("http_status", _INT, True),      # null for WET conversion records
         ("content_type", _STR, True),
+        ("content_language", _STR, True),  # HTTP Content-Language
+        ("last_modified", _STR, True),    # HTTP Last-Modified, as sent
+        ("payload_digest", _STR, True),   # WARC-Payload-Digest
         ("charset", _STR, True),
+        ("extraction", _STR, True),       # extractor and version, or "wet"
         ("text", _STR, False),
         ("text_length", _INT, False),     # characters
         ("payload_bytes", _LONG, False),
         ("source_file", _STR, False),
+        ("warc_filename", _STR, False),
         ("record_offset", _LONG, False),  # byte offset of the record in the (compressed) file
     ),
     keys=("doc_id",),
@@ -74,6 +83,7 @@ BRONZE_QUARANTINE = TableSpec(
     "bronze", "quarantine",
     _s(
         ("source_file", _STR, False),
+        ("warc_filename", _STR, True),
         ("record_offset", _LONG, False),
         ("warc_record_id", _STR, True),
         ("url", _STR, True),
@@ -136,10 +146,24 @@ GOLD_TOKEN_SEQUENCES = TableSpec(
         ("num_tokens", _INT, False),      # non-padding tokens; positions >= num_tokens are padding
         ("doc_boundaries", ArrayType(_INT, False), False),  # offsets where a document starts
         ("doc_ids", ArrayType(_STR, False), False),        # documents starting in this sequence
+        ("doc_num_tokens", ArrayType(_INT, False), False),  # each such document's tokens (whole, no separator)
         ("tokenizer", _STR, False),
     ),
     keys=("seq_id",),
     description="Fixed-length packed token sequences with document boundaries.",
+)
+
+GOLD_DOCUMENT_TOKENS = TableSpec(
+    "gold", "document_tokens",
+    _s(
+        ("doc_id", _STR, False),
+        ("num_tokens", _INT, False),      # the document's tokens, without the separator packing adds
+        ("seq_id", _STR, False),          # gold.token_sequences row where the document starts
+        ("offset", _INT, False),          # its start offset in that row's input_ids
+        ("tokenizer", _STR, False),
+    ),
+    keys=("doc_id",),
+    description="Per-document token counts; sum(num_tokens) + one separator each = tokens packed.",
 )
 
 GOLD_EMBEDDINGS = TableSpec(
@@ -201,6 +225,7 @@ OPS_INGEST_LOG = TableSpec(
         ("source_file", _STR, False),
         ("size_bytes", _LONG, False),
         ("mtime", _DBL, False),
+        ("sha256", _STR, True),           # of the file's bytes, computed while ingesting
         ("run_id", _STR, False),
         ("documents", _LONG, False),
         ("quarantined", _LONG, False),
@@ -211,12 +236,98 @@ OPS_INGEST_LOG = TableSpec(
     description="Which source files ingest has committed, so re-runs skip them.",
 )
 
+_CLICK_INTS = [(f"I{i}", _LONG, True) for i in range(1, 14)]      # counts; empty → null
+_CLICK_CATS = [(f"C{i}", _STR, True) for i in range(1, 27)]       # 8 lower-case hex digits; empty → null
+
+BRONZE_CLICKS = TableSpec(
+    "bronze", "clicks",
+    _s(
+        # key and provenance first: Delta keeps min/max statistics of the first 32 columns only,
+        # and replaceWhere on source_file skips files by them
+        ("row_key", _STR, False),         # <sha256(source_file)[:16]>-<line_number:010d>
+        ("source_file", _STR, False),     # absolute path or URL of the log file
+        ("line_number", _LONG, False),    # 1-based line in the (decompressed) file
+        ("day", _INT, True),              # Criteo day from the file name (day_<n>), else null
+        ("ingest_time", _TS, False),
+        ("label", _INT, False),           # 1 = click
+        *_CLICK_INTS,
+        *_CLICK_CATS,
+    ),
+    keys=("row_key",),
+    partition_by=("day",),
+    description="Criteo click-log impressions, one row per valid line, typed.",
+)
+
+BRONZE_CLICKS_QUARANTINE = TableSpec(
+    "bronze", "clicks_quarantine",
+    _s(
+        ("row_key", _STR, False),         # the key the row would have had
+        ("source_file", _STR, False),
+        ("line_number", _LONG, False),
+        ("day", _INT, True),
+        ("raw_line", _STR, False),        # the line as read (undecodable bytes backslash-escaped)
+        ("reason", _STR, False),          # wrong_field_count | bad_label | bad_integer | bad_hash | bad_header
+        ("detail", _STR, True),           # e.g. I3='3.5'
+        ("ingest_time", _TS, False),
+    ),
+    keys=("row_key",),
+    description="Click-log lines that could not become a row, with why and where.",
+)
+
+SILVER_CLICK_VOCAB = TableSpec(
+    "silver", "click_vocab",
+    _s(
+        ("column", _STR, False),          # C1..C26
+        ("value", _STR, False),           # the hash
+        ("id", _INT, False),              # >= 2; 0 = empty value, 1 = out of vocabulary
+        ("count", _LONG, False),          # occurrences in bronze.clicks at the last features run
+    ),
+    keys=("column", "value"),
+    description="Per categorical column, the values seen at least clicks.vocab_min_frequency times and their ids.",
+)
+
+SILVER_CLICK_FEATURES = TableSpec(
+    "silver", "click_features",
+    _s(
+        ("row_key", _STR, False),
+        ("day", _INT, True),
+        ("label", _INT, False),
+        ("dense", ArrayType(FloatType(), False), False),   # float32[13]: log(1 + max(I, 0)), missing → 0
+        ("sparse", ArrayType(_INT, False), False),         # int32[26]: silver.click_vocab ids
+    ),
+    keys=("row_key",),
+    partition_by=("day",),
+    description="DLRM inputs: transformed integer features, categorical ids, label.",
+)
+
+OPS_CLICKS_INGEST_LOG = TableSpec(
+    "ops", "clicks_ingest_log",
+    _s(
+        ("source_file", _STR, False),
+        ("size_bytes", _LONG, False),
+        ("mtime", _DBL, False),
+        ("run_id", _STR, False),          # batch run id, or stream:<query id>:<batch id>
+        ("lines", _LONG, False),          # = rows + quarantined + header_lines
+        ("rows", _LONG, False),
+        ("quarantined", _LONG, False),
+        ("header_lines", _LONG, False),
+        ("committed_at", _TS, False),
+    ),
+    keys=("source_file",),
+    description="Which click-log files batch or stream ingest has committed, with their line counts.",
+)
+
+#: The click-log flow's tables (`crawlake clicks ...`).
+CLICK_TABLES: tuple[TableSpec, ...] = (
+    BRONZE_CLICKS, BRONZE_CLICKS_QUARANTINE, SILVER_CLICK_VOCAB, SILVER_CLICK_FEATURES, OPS_CLICKS_INGEST_LOG,
+)
+
 #: What `crawlake run` (the WARC flow) writes.
 WARC_FLOW_TABLES: tuple[TableSpec, ...] = (
     BRONZE_DOCUMENTS, BRONZE_QUARANTINE, SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS,
-    SILVER_DOCUMENTS_CLEAN, SILVER_FILTER_DECISIONS, GOLD_TOKEN_SEQUENCES, GOLD_EMBEDDINGS,
+    SILVER_DOCUMENTS_CLEAN, SILVER_FILTER_DECISIONS, GOLD_TOKEN_SEQUENCES, GOLD_DOCUMENT_TOKENS, GOLD_EMBEDDINGS,
     OPS_RUNS, OPS_QUALITY, OPS_INGEST_LOG,
 )
 #: Every table; other flows (click logs, ...) add theirs here.
-ALL_TABLES: tuple[TableSpec, ...] = WARC_FLOW_TABLES
+ALL_TABLES: tuple[TableSpec, ...] = WARC_FLOW_TABLES + CLICK_TABLES
 TABLES: dict[str, TableSpec] = {t.qualified_name: t for t in ALL_TABLES}

@@ -23,6 +23,8 @@ BUNDLE_FILE = ROOT / "databricks.yml"
 STAGES = ["ingest", "dedup", "filter", "tokenize", "embed"]
 STAGE_JOBS = {f"crawlake_{s}": s for s in STAGES}
 PIPELINE_JOB = "crawlake_pipeline"
+# Click-log jobs: job -> its tasks in order, each running jobs/<task_key>.py.
+CLICK_JOBS = {"crawlake_clicks_stream": ["stream_clicks"], "crawlake_clicks": ["clicks_ingest", "clicks_features"]}
 GPU_STAGES = {"embed"}
 # Keys a bundle job accepts that are not part of the Jobs API JobSettings.
 BUNDLE_ONLY_JOB_KEYS = {"permissions"}
@@ -132,9 +134,9 @@ def test_bundle_name_and_wheel_artifact(bundle):
     assert out_dir.strip("./") == "dist", build
 
 
-def test_job_set_is_the_pipeline_plus_one_job_per_stage(jobs):
-    assert set(jobs) == {PIPELINE_JOB, *STAGE_JOBS}
-    stage_jobs = {name for name in jobs if name != PIPELINE_JOB}
+def test_job_set_is_the_pipeline_plus_one_job_per_stage_plus_the_click_jobs(jobs):
+    assert set(jobs) == {PIPELINE_JOB, *STAGE_JOBS, *CLICK_JOBS}
+    stage_jobs = {name for name in jobs if name != PIPELINE_JOB and name not in CLICK_JOBS}
     assert {STAGE_JOBS[n] for n in stage_jobs} == set(STAGES)
     for name, job in jobs.items():
         assert job.get("name") == name, f"{name}: job name {job.get('name')!r}"
@@ -197,8 +199,14 @@ def test_task_parameters_and_wheel(bundle, jobs):
         assert _flag(params, "--lake-root") == ["${var.lake_root}"], where
         if _stage_of(task) == "ingest":
             assert _flag(params, "--input") == ["${var.input_glob}"], where
+        elif _stage_of(task) == "clicks_ingest":
+            assert _flag(params, "--input") == ["${var.clicks_input_glob}"], where
         else:
             assert "--input" not in params, where
+        if _stage_of(task) == "stream_clicks":
+            assert _flag(params, "--landing") == ["${var.clicks_landing}"], where
+        else:
+            assert "--landing" not in params, where
         # --set overrides must name keys that exist in conf/base.yaml (unknown keys are errors)
         for kv in _flag(params, "--set"):
             key, _, _ = kv.partition("=")
@@ -207,6 +215,20 @@ def test_task_parameters_and_wheel(bundle, jobs):
                 assert isinstance(node, dict) and part in node, f"{where}: --set {key} not in conf/base.yaml"
                 node = node[part]
         assert {"whl": "./dist/*.whl"} in task.get("libraries", []), f"{where}: wheel not attached"
+
+
+def test_click_jobs_run_their_entries_in_order(jobs):
+    for job_name, task_keys in CLICK_JOBS.items():
+        tasks = jobs[job_name]["tasks"]
+        assert [t["task_key"] for t in tasks] == task_keys, job_name
+        for i, task in enumerate(tasks):
+            assert Path(task["spark_python_task"]["python_file"]) == Path("jobs") / f"{task['task_key']}.py"
+            assert [d["task_key"] for d in task.get("depends_on", [])] == task_keys[i - 1:i], task["task_key"]
+    stream = jobs["crawlake_clicks_stream"]
+    (task,) = stream["tasks"]
+    trigger = _flag(_params(task), "--processing-time")
+    assert len(trigger) == 1 and "--available-now" not in _params(task), "the stream job runs continuously"
+    assert stream.get("max_concurrent_runs") == 1, "two queries on one checkpoint must never run at once"
 
 
 # ----------------------------------------------------------------------------- pipeline graph

@@ -1,27 +1,42 @@
-"""Tokenization and sequence packing over Arrow batches (no Spark).
+"""Tokenization, sequence packing and byte-level BPE training over Arrow batches (no Spark).
 
 Documents are tokenized with a Hugging Face ``tokenizers`` tokenizer (no special tokens, no
-truncation), each followed by a separator token (EOS, or SEP for BERT-style vocabularies), and
+truncation), each followed by one separator token (EOS, or SEP for BERT-style vocabularies), and
 concatenated per *pack group* in ``doc_id`` order. The stream is cut into sequences of
-``seq_len + 1`` tokens (inputs plus the shifted label); the last, partial sequence of a group is
-padded and its ``num_tokens`` says where padding starts. ``doc_boundaries`` lists the offsets in
-the sequence at which a document starts (a document may continue from the previous sequence).
+``seq_len + 1`` tokens (inputs plus the shifted label), the usual "concatenate and chunk" packing
+of GPT-2/T5 pretraining. Only the last sequence of a group can be partial: it is padded and its
+``num_tokens`` says where padding starts. ``doc_boundaries`` lists the offsets in the sequence at
+which a document starts (a document may continue into the next sequences); ``doc_num_tokens``
+gives, for each of those documents, its whole length in tokens without its separator.
+
+Conservation, exactly: ``sum(num_tokens) == sum(doc_num_tokens) + number of documents``
+(one separator per document) ``== sum(count_tokens(texts)) + len(texts)``.
+
+:func:`train_bpe` trains a byte-level BPE tokenizer (GPT-2's scheme: Radford et al. 2019,
+"Language Models are Unsupervised Multitask Learners", §2.2; Sennrich et al. 2016, BPE) from word
+counts, so the counting can run distributed (:func:`count_pretokens`) and only the word table
+reaches the trainer.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 from tokenizers import Tokenizer
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _SEPARATOR_CANDIDATES = ("<|endoftext|>", "</s>", "<eos>", "[SEP]")
 _PAD_CANDIDATES = ("<pad>", "[PAD]", "<|padding|>")
+#: Special tokens of a tokenizer made by :func:`train_bpe`: the document separator, then padding.
+TRAINED_SPECIAL_TOKENS = ("<|endoftext|>", "<|padding|>")
 
 SEQUENCE_SCHEMA = pa.schema([
     ("seq_id", pa.string()),
@@ -31,8 +46,10 @@ SEQUENCE_SCHEMA = pa.schema([
     ("num_tokens", pa.int32()),
     ("doc_boundaries", pa.list_(pa.int32())),
     ("doc_ids", pa.list_(pa.string())),
+    ("doc_num_tokens", pa.list_(pa.int32())),
     ("tokenizer", pa.string()),
 ])
+WORD_COUNT_SCHEMA = pa.schema([("word", pa.string()), ("count", pa.int64())])
 
 
 def default_model_dir() -> Path:
@@ -87,80 +104,179 @@ class PackParams:
         return sep, (sep if pad is None else pad)
 
 
+def encode_ids(tok: Tokenizer, texts: list[str]) -> list[list[int]]:
+    """Token ids per text (no special tokens); ``encode_batch_fast`` (no offsets) where available."""
+    encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
+    return [e.ids for e in encode(texts, add_special_tokens=False)]
+
+
 def count_tokens(texts: list[str], tokenizer: str = "default") -> list[int]:
     """Tokens per text (no special tokens, no separator)."""
-    encodings = load_tokenizer(tokenizer).encode_batch(texts, add_special_tokens=False)
-    return [len(e.ids) for e in encodings]
+    return [len(ids) for ids in encode_ids(load_tokenizer(tokenizer), texts)]
+
+
+def _list_array(offsets: np.ndarray, values: pa.Array) -> pa.ListArray:
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
 
 
 class _GroupPacker:
+    """Packs one group's documents, in the order given, into rows of ``seq_len + 1`` tokens."""
+
     def __init__(self, group: int, params: PackParams, sep: int, pad: int):
         self.group, self.params, self.sep, self.pad = group, params, sep, pad
         self.size = params.seq_len + 1
-        self.buffer: list[int] = []
-        self.starts: list[tuple[int, str]] = []  # (offset in buffer, doc_id)
+        self.carry = np.empty(0, np.int32)   # tokens not yet in an emitted sequence
+        self.starts: list[int] = []          # carried documents: offset in carry, id, tokens
+        self.doc_ids: list[str] = []
+        self.doc_tokens: list[int] = []
         self.index = 0
 
-    def add(self, doc_id: str, ids: list[int]) -> Iterator[dict]:
-        self.starts.append((len(self.buffer), doc_id))
-        self.buffer.extend(ids)
-        self.buffer.append(self.sep)
-        while len(self.buffer) >= self.size:
-            yield self._emit(self.size)
+    def add(self, doc_ids: list[str], ids: list[list[int]]) -> pa.RecordBatch | None:
+        """Append documents (each followed by the separator); return the sequences now complete."""
+        lengths = np.fromiter((len(x) for x in ids), np.int64, len(ids))
+        offsets = np.concatenate(([0], np.cumsum(lengths + 1)))
+        stream = np.empty(len(self.carry) + offsets[-1], np.int32)
+        stream[:len(self.carry)] = self.carry
+        body = stream[len(self.carry):]
+        body[:] = np.fromiter(itertools.chain.from_iterable(x + [self.sep] for x in ids), np.int32, offsets[-1])
+        self.starts.extend((offsets[:-1] + len(self.carry)).tolist())
+        self.doc_ids.extend(doc_ids)
+        self.doc_tokens.extend(lengths.tolist())
+        return self._emit(stream, len(stream) // self.size)
 
-    def _emit(self, n: int) -> dict:
-        ids, self.buffer = self.buffer[:n], self.buffer[n:]
-        inside = [(o, d) for o, d in self.starts if o < n]
-        self.starts = [(o - n, d) for o, d in self.starts if o >= n]
-        row = {
-            "seq_id": f"{self.group:05d}-{self.index:08d}",
-            "pack_group": self.group,
-            "seq_index": self.index,
-            "input_ids": ids + [self.pad] * (self.size - len(ids)),
-            "num_tokens": len(ids),
-            "doc_boundaries": [o for o, _ in inside],
-            "doc_ids": [d for _, d in inside],
-            "tokenizer": self.params.tokenizer,
-        }
-        self.index += 1
-        return row
+    def flush(self) -> pa.RecordBatch | None:
+        """The last, partial sequence (padded), if tokens remain."""
+        if not len(self.carry):
+            return None
+        stream = np.full(self.size, self.pad, np.int32)
+        stream[:len(self.carry)] = self.carry
+        return self._emit(stream, 1, last_num_tokens=len(self.carry))
 
-    def flush(self) -> Iterator[dict]:
-        if self.buffer:
-            yield self._emit(len(self.buffer))
+    def _emit(self, stream: np.ndarray, rows: int, last_num_tokens: int | None = None) -> pa.RecordBatch | None:
+        if rows == 0:
+            self.carry = stream
+            return None
+        cut = rows * self.size
+        starts = np.asarray(self.starts, np.int64)
+        inside = int(np.searchsorted(starts, cut))      # documents starting in the emitted rows
+        per_row = np.searchsorted(starts[:inside], np.arange(rows + 1) * self.size)
+        num_tokens = np.full(rows, self.size, np.int32)
+        if last_num_tokens is not None:
+            num_tokens[-1] = last_num_tokens
+        index = np.arange(self.index, self.index + rows)
+        batch = pa.RecordBatch.from_arrays([
+            pa.array([f"{self.group:05d}-{i:08d}" for i in index.tolist()], pa.string()),
+            pa.array(np.full(rows, self.group, np.int32)),
+            pa.array(index.astype(np.int32)),
+            _list_array(np.arange(rows + 1) * self.size, pa.array(stream[:cut])),
+            pa.array(num_tokens),
+            _list_array(per_row, pa.array((starts[:inside] % self.size).astype(np.int32))),
+            _list_array(per_row, pa.array(self.doc_ids[:inside], pa.string())),
+            _list_array(per_row, pa.array(np.asarray(self.doc_tokens[:inside], np.int32))),
+            pa.array([self.params.tokenizer] * rows, pa.string()),
+        ], schema=SEQUENCE_SCHEMA)
+        self.index += rows
+        self.carry = stream[cut:].copy()
+        self.starts = (starts[inside:] - cut).tolist()
+        self.doc_ids, self.doc_tokens = self.doc_ids[inside:], self.doc_tokens[inside:]
+        return batch
 
 
-def pack_batches(batches: Iterable[pa.RecordBatch], params: PackParams,
-                 out_rows: int = 64) -> Iterator[pa.RecordBatch]:
+def pack_batches(batches: Iterable[pa.RecordBatch], params: PackParams) -> Iterator[pa.RecordBatch]:
     """``(pack_group, doc_id, text)`` batches sorted by ``(pack_group, doc_id)`` → sequences.
 
-    Yields :data:`SEQUENCE_SCHEMA` batches. Raises ValueError if input is not sorted, since the
-    packing would then not be reproducible.
+    Yields :data:`SEQUENCE_SCHEMA` batches (``input_ids``: int32[seq_len + 1] per row). A null
+    text is tokenized as the empty string (it still gets its separator). Raises ValueError if
+    the input is not sorted, since the packing would then not be reproducible, and if the
+    tokenizer has no separator token.
     """
     tok = load_tokenizer(params.tokenizer)
     sep, pad = params.ids()
     packer: _GroupPacker | None = None
     last_key: tuple[int, str] | None = None
-    pending: list[dict] = []
 
     for batch in batches:
+        if batch.num_rows == 0:
+            continue
         groups = batch.column("pack_group").to_pylist()
         doc_ids = batch.column("doc_id").to_pylist()
-        encodings = tok.encode_batch([t or "" for t in batch.column("text").to_pylist()], add_special_tokens=False)
-        for group, doc_id, enc in zip(groups, doc_ids, encodings):
-            key = (group, doc_id)
-            if last_key is not None and key < last_key:
-                raise ValueError("pack_batches needs input sorted by (pack_group, doc_id)")
-            last_key = key
+        keys = list(zip(groups, doc_ids))
+        if (last_key is not None and keys[0] < last_key) or any(b < a for a, b in zip(keys, keys[1:])):
+            raise ValueError("pack_batches needs input sorted by (pack_group, doc_id)")
+        last_key = keys[-1]
+        ids = encode_ids(tok, [t or "" for t in batch.column("text").to_pylist()])
+        start = 0
+        for group, run in itertools.groupby(range(len(groups)), key=groups.__getitem__):
+            stop = start + sum(1 for _ in run)
             if packer is None or packer.group != group:
-                if packer is not None:
-                    pending.extend(packer.flush())
+                if packer is not None and (out := packer.flush()) is not None:
+                    yield out
                 packer = _GroupPacker(group, params, sep, pad)
-            pending.extend(packer.add(doc_id, enc.ids))
-            if len(pending) >= out_rows:
-                yield pa.RecordBatch.from_pylist(pending, schema=SEQUENCE_SCHEMA)
-                pending = []
-    if packer is not None:
-        pending.extend(packer.flush())
-    if pending:
-        yield pa.RecordBatch.from_pylist(pending, schema=SEQUENCE_SCHEMA)
+            if (out := packer.add(doc_ids[start:stop], ids[start:stop])) is not None:
+                yield out
+            start = stop
+    if packer is not None and (out := packer.flush()) is not None:
+        yield out
+
+
+# --------------------------------------------------------------------------- byte-level BPE training
+
+
+def _byte_level_pretokenizer():
+    from tokenizers import pre_tokenizers
+
+    return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+
+
+def count_pretokens(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``text`` batches → :data:`WORD_COUNT_SCHEMA` batches: byte-level pre-token counts per batch.
+
+    Pre-tokens are GPT-2's (regex split, bytes mapped to printable characters, ``Ġ`` for a
+    leading space). Counts are per input batch; the engine sums them by ``word``.
+    """
+    pre = _byte_level_pretokenizer()
+    for batch in batches:
+        counts: Counter[str] = Counter()
+        for text in batch.column("text").to_pylist():
+            if text:
+                counts.update(w for w, _ in pre.pre_tokenize_str(text))
+        if counts:
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(list(counts.keys()), pa.string()), pa.array(list(counts.values()), pa.int64())],
+                schema=WORD_COUNT_SCHEMA)
+
+
+def train_bpe(word_counts: Iterable[tuple[str, int]], vocab_size: int, min_frequency: int = 2,
+              special_tokens: tuple[str, ...] = TRAINED_SPECIAL_TOKENS) -> Tokenizer:
+    """Train a byte-level BPE tokenizer from ``(pre-token, count)`` pairs (from :func:`count_pretokens`).
+
+    The result is the same as training on the texts themselves: HF's BPE trainer only ever
+    sees pre-token counts. ``vocab_size`` includes the 256 byte symbols and ``special_tokens``;
+    pairs seen fewer than ``min_frequency`` times are not merged. Raises ValueError when
+    ``vocab_size`` cannot hold the byte alphabet and the special tokens.
+    """
+    from tokenizers import decoders, models, processors, trainers
+
+    if vocab_size < 256 + len(special_tokens):
+        raise ValueError(f"vocab_size {vocab_size} < 256 byte symbols + {len(special_tokens)} special tokens")
+    tok = Tokenizer(models.BPE())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(special_tokens),
+        initial_alphabet=_byte_level_pretokenizer().alphabet(), show_progress=False)
+
+    def occurrences() -> Iterator[list[str]]:
+        # No pre-tokenizer while training: each string is already one pre-token, fed `count` times.
+        chunk: list[str] = []
+        for word, count in word_counts:
+            chunk.extend(itertools.repeat(word, int(count)))
+            if len(chunk) >= 8192:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+    tok.train_from_iterator(occurrences(), trainer=trainer)
+    tok.pre_tokenizer = _byte_level_pretokenizer()
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tok

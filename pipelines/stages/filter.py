@@ -11,7 +11,7 @@ from functools import partial
 from pyspark.sql import functions as F
 
 from pipelines.config import FilterConfig
-from pipelines.kernels.filters import DECISION_SCHEMA, FilterParams, GopherParams, decide_batch
+from pipelines.kernels.filters import FilterParams, GopherParams, decide_batch
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import SILVER_DOCUMENTS_CLEAN, SILVER_DOCUMENTS_DEDUP, SILVER_FILTER_DECISIONS
 

@@ -1,0 +1,121 @@
+"""Batch ingest of click logs on local Spark: every line once, quarantine = planted bad lines, re-runs."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import pytest
+from pyspark.sql import functions as F
+
+from pipelines.cli import main
+from pipelines.clicks.generate import generate, generate_file
+from pipelines.clicks.ingest import ingest_files, resolve_inputs
+from pipelines.ledger import new_run_id
+from pipelines.stage import QualityGateError, StageContext
+from pipelines.tables import Lake
+from schemas.catalog import BRONZE_CLICKS
+from tests.conftest import lake_config, read_table
+
+
+def _ctx(spark, root, *overrides):
+    cfg = lake_config(root, *overrides)
+    return StageContext(spark, cfg, Lake(spark, cfg.lake), new_run_id())
+
+
+def expected_rows(made) -> set[tuple[str, int]]:
+    return {(f.path, n) for f in made for n in range(1 + f.header_lines, f.lines + 1) if n not in f.bad}
+
+
+def expected_bad(made) -> dict[tuple[str, int], str]:
+    return {(f.path, n): reason for f in made for n, reason in f.bad.items()}
+
+
+def assert_exactly(spark, root, made, extra_files=()):
+    """bronze.clicks holds exactly the valid lines of ``made``, the quarantine exactly the bad ones."""
+    bronze = read_table(spark, root, "bronze.clicks")
+    got = [(r.source_file, r.line_number, r.row_key) for r in bronze.select("source_file", "line_number", "row_key").collect()]
+    assert len({k for _, _, k in got}) == len(got), "duplicate row keys"
+    assert Counter((f, n) for f, n, _ in got) == Counter(expected_rows(made)), "bronze rows differ from the files"
+    quarantine = read_table(spark, root, "bronze.clicks_quarantine")
+    bad = {(r.source_file, r.line_number): r.reason for r in quarantine.select("source_file", "line_number", "reason").collect()}
+    assert quarantine.count() == len(bad) == len(expected_bad(made))
+    assert bad == expected_bad(made)
+    per_file = Counter(f for f, _, _ in got) + Counter(f for f, _ in bad)
+    for f in made:  # nothing lost: rows in = rows in bronze + rows quarantined, per file
+        assert per_file[f.path] + f.header_lines == f.lines
+
+
+@pytest.fixture(scope="module")
+def batch_lake(spark, tmp_path_factory):
+    base = tmp_path_factory.mktemp("clicks_batch")
+    made = generate(base / "logs", rows=1200, files=2, bad_lines=15, seed=21)
+    root = base / "lake"
+    result = ingest_files(_ctx(spark, root), resolve_inputs([str(base / "logs")]))
+    return root, made, result
+
+
+def test_batch_ingest_holds_every_line_exactly_once(spark, batch_lake):
+    root, made, result = batch_lake
+    assert (result.rows_in, result.rows_out, result.rows_quarantined) == (2400, 2370, 30)
+    assert_exactly(spark, root, made)
+    bronze = read_table(spark, root, "bronze.clicks")
+    assert {r.day for r in bronze.select("day").distinct().collect()} == {0, 1}
+    assert bronze.where(F.col("ingest_time").isNull()).count() == 0
+    log = {r.source_file: r for r in read_table(spark, root, "ops.clicks_ingest_log").collect()}
+    for f in made:
+        assert (log[f.path].lines, log[f.path].rows, log[f.path].quarantined) == (f.lines, f.rows, len(f.bad))
+        assert log[f.path].size_bytes == os.path.getsize(f.path)
+
+
+def test_rerun_skips_and_a_changed_file_is_replaced(spark, batch_lake, tmp_path):
+    root, made, _ = batch_lake
+    lake = Lake(spark, lake_config(root).lake)
+    before = lake.version(BRONZE_CLICKS)
+    again = ingest_files(_ctx(spark, root), resolve_inputs([f.path for f in made]))
+    assert again.notes["files_skipped"] == 2 and again.rows_out == 0
+    assert lake.version(BRONZE_CLICKS) == before
+
+    # a file rewritten in place with fewer lines: its rows are replaced, not added to
+    changed = generate_file(made[1].path, 500, seed=99, bad_lines=4)
+    os.utime(changed.path, (1_700_000_000, 1_700_000_000))
+    result = ingest_files(_ctx(spark, root), resolve_inputs([f.path for f in made]))
+    assert result.notes["files_skipped"] == 1 and result.rows_out == 496
+    assert_exactly(spark, root, [made[0], changed])
+
+
+def test_kaggle_csv_through_the_cli(spark, tmp_path):
+    made = generate(tmp_path / "kaggle", rows=900, files=1, fmt="kaggle_csv", gzip=True, bad_lines=6, seed=4)
+    root = tmp_path / "lake"
+    code = main(["clicks", "ingest", "--input", made[0].path, "--format", "kaggle_csv", "--lake-root", str(root)])
+    assert code == 0
+    assert_exactly(spark, root, made)
+    runs = read_table(spark, root, "ops.runs").where("stage = 'clicks_ingest'").collect()
+    assert [(r.status, r.rows_in, r.rows_out, r.rows_quarantined) for r in runs] == [("succeeded", 900, 894, 6)]
+
+
+def test_cli_errors_before_spark(tmp_path, capsys):
+    assert main(["clicks", "ingest", "--input", str(tmp_path / "nope"), "--lake-root", str(tmp_path / "lake")]) == 2
+    assert "clicks input not found" in capsys.readouterr().err
+    assert main(["clicks", "ingest", "--lake-root", str(tmp_path / "lake")]) == 2
+    assert "no input" in capsys.readouterr().err
+    assert main(["clicks", "ingest", "--input", str(tmp_path), "--format", "parquet"]) == 2
+    assert "clicks.format" in capsys.readouterr().err
+    assert main(["clicks", "stream", "--landing", str(tmp_path), "--available-now", "--processing-time", "5s"]) == 2
+    assert main(["clicks", "stream", "--landing", str(tmp_path / "missing"), "--available-now"]) == 2
+    assert "landing folder not found" in capsys.readouterr().err
+    assert not (tmp_path / "lake").exists()
+
+
+def test_bronze_gate_rejects_bad_rows(spark, batch_lake, tmp_path):
+    from pipelines import quality
+
+    root, _, _ = batch_lake
+    rows = read_table(spark, root, "bronze.clicks").limit(20)
+    broken = rows.withColumn("label", F.when(F.col("line_number") % 2 == 0, F.lit(2)).otherwise(F.col("label")))
+    ctx = _ctx(spark, tmp_path / "gate_lake")
+    with pytest.raises(QualityGateError, match="label"):
+        quality.audit(ctx, "clicks_ingest", BRONZE_CLICKS, broken)
+    dup = rows.unionByName(rows.limit(1))
+    with pytest.raises(QualityGateError, match="row_key"):
+        quality.audit(ctx, "clicks_ingest", BRONZE_CLICKS, dup)

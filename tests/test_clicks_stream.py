@@ -1,0 +1,118 @@
+"""The click stream, exactly once: three waves of files, a SIGKILL mid-batch, a restart, a SIGTERM.
+
+Wave 1 runs in this process (availableNow). Wave 2 runs as ``spark-submit jobs/stream_clicks.py``,
+whose whole process group is SIGKILLed right after the micro-batch's ``bronze.clicks`` commit,
+before its quarantine, ingest log and checkpoint commit; the query restarts here and replays that
+batch. Wave 3 runs as ``python -m pipelines.cli clicks stream --processing-time 1s`` and is stopped
+with SIGTERM, which must exit 0. Then ``bronze.clicks`` must hold exactly the files' valid lines,
+once each, and the quarantine exactly the planted bad lines.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines.clicks import stream
+from pipelines.clicks.generate import generate
+from pipelines.tables import Lake
+from tests.conftest import REPO, lake_config, read_table
+from tests.test_clicks_ingest import assert_exactly
+
+pytestmark = pytest.mark.slow
+
+WAIT_S = 600  # generous: the machine is shared; nothing here asserts on time
+SETTINGS = ["--set", "clicks.max_files_per_trigger=2",
+            "--set", "spark.conf.spark.sql.shuffle.partitions=2",
+            "--set", "spark.conf.spark.default.parallelism=2"]
+
+
+def _env() -> dict:
+    return dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+                PYTHONPATH=str(REPO))
+
+
+def _commits(folder: Path) -> list[int]:
+    return sorted(int(Path(p).name.split(".")[0]) for p in glob.glob(str(folder / "[0-9]*.json")))
+
+
+def _batch_ids(folder: Path) -> list[int]:
+    return sorted(int(p.name) for p in folder.glob("[0-9]*")) if folder.is_dir() else []
+
+
+def _wait(predicate, proc: subprocess.Popen, log: Path, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not predicate():
+        if proc.poll() is not None:
+            pytest.fail(f"stream exited ({proc.returncode}) before {what}:\n{log.read_text()[-4000:]}")
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"timed out waiting for {what}:\n{log.read_text()[-4000:]}")
+        time.sleep(0.05)
+
+
+def test_three_waves_a_sigkill_and_a_sigterm_leave_every_line_once(spark, tmp_path):
+    landing, root = tmp_path / "landing", tmp_path / "lake"
+    landing.mkdir()
+    cfg = lake_config(root, "clicks.max_files_per_trigger=2")
+    checkpoint = Path(stream.checkpoint_location(cfg, Lake(spark, cfg.lake)))
+    made = []
+
+    # wave 1: three files, in this process (two micro-batches)
+    made += generate(landing, rows=1500, files=3, bad_lines=9, seed=1, first_day=0)
+    assert stream.run(spark, cfg, str(landing), available_now=True) == 2
+    assert_exactly(spark, root, made)
+
+    # wave 2: spark-submit, killed (SIGKILL, driver JVM and Python) mid-batch
+    made += generate(landing, rows=1500, files=2, bad_lines=9, seed=1, first_day=3)
+    bronze_log = root / "bronze" / "clicks" / "_delta_log"
+    before = _commits(bronze_log)
+    log = tmp_path / "submit.log"
+    jars = ",".join(sorted(glob.glob(str(REPO / ".jars" / "*.jar"))))
+    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--jars", jars, str(REPO / "jobs" / "stream_clicks.py"),
+           "--landing", str(landing), "--available-now", "--lake-root", str(root), *SETTINGS]
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_env(), cwd=REPO,
+                                start_new_session=True)
+    _wait(lambda: _commits(bronze_log) != before, proc, log, "the first bronze commit of wave 2")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    offsets, committed = _batch_ids(checkpoint / "offsets"), _batch_ids(checkpoint / "commits")
+    assert offsets and offsets[-1] not in committed, "the kill did not land inside a micro-batch"
+    ingest_log = {r.source_file for r in read_table(spark, root, "ops.clicks_ingest_log").collect()}
+    assert ingest_log == {f.path for f in made[:3]}, "the killed batch got as far as the ingest log"
+
+    # restart here: the killed batch is replayed (its bronze write skipped by txnVersion)
+    assert stream.run(spark, cfg, str(landing), available_now=True) == 1
+    assert_exactly(spark, root, made)
+
+    # wave 3: the CLI with a processing-time trigger, stopped by SIGTERM
+    made += generate(landing, rows=1500, files=2, bad_lines=9, seed=1, first_day=5)
+    log = tmp_path / "cli.log"
+    cmd = [sys.executable, "-m", "pipelines.cli", "clicks", "stream", "--landing", str(landing),
+           "--processing-time", "1s", "--lake-root", str(root), *SETTINGS]
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_env(), cwd=REPO,
+                                start_new_session=True)
+    _wait(lambda: " done: " in log.read_text(), proc, log, "wave 3's micro-batch")
+    proc.send_signal(signal.SIGTERM)
+    try:
+        code = proc.wait(timeout=WAIT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"SIGTERM did not stop the stream:\n{log.read_text()[-4000:]}")
+    assert code == 0, log.read_text()[-4000:]
+    assert "stopped; 1 micro-batch(es) committed" in log.read_text()
+
+    assert_exactly(spark, root, made)
+    runs = read_table(spark, root, "ops.runs").where("stage = 'clicks_stream' AND status = 'succeeded'").count()
+    assert runs == 2 + 1 + 1   # the killed attempt never reached the ledger
+    assert {r.source_file for r in read_table(spark, root, "ops.clicks_ingest_log").collect()} == {f.path for f in made}
+
