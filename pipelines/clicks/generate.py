@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.kernels.clicks import CAT_COLUMNS, INT_COLUMNS, KAGGLE_HEADER, get_format
+from pipelines.kernels.clicks import KAGGLE_HEADER, get_format
 
 # Criteo Kaggle train set: share of empty values per column, and distinct values of C columns.
 INT_MISSING = (0.454, 0.0, 0.215, 0.217, 0.026, 0.224, 0.043, 0.0005, 0.043, 0.454, 0.043, 0.766, 0.217)

@@ -1,7 +1,7 @@
 """clicks ingest: Criteo log files → ``bronze.clicks`` + ``bronze.clicks_quarantine``, exactly once per file.
 
 One Spark task per file: line numbers need a file read in order, and gzip (how Criteo ships its
-day files) cannot be split anyway. The task runs :func:`pipelines.kernels.clicks.parse_file_batches`
+day files) cannot be split anyway. The task runs :func:`pipelines.kernels.clicks.parse_files_to_batches`
 through ``mapInArrow``; the parsed rows are cached, audited (``bronze.clicks`` suite) and
 published with ``replaceWhere source_file IN (<the files>)``, so re-ingesting a file replaces its
 rows instead of adding them. Then the files go into ``ops.clicks_ingest_log`` with their size,

@@ -212,9 +212,17 @@ def _without_lines(block: bytes, drop: np.ndarray) -> bytes:
     return b"".join(view[starts[a]:ends[b - 1] + 1] for a, b in zip(edges[::2], edges[1::2]))
 
 
-def _lines_at(block: bytes, indices: Sequence[int]) -> list[bytes]:
-    starts, ends = _line_bounds(np.frombuffer(block, np.uint8))
-    return [block[starts[i]:ends[i]] for i in indices]
+class _Lines:
+    """The lines of a block by index, newline positions found once, on first use."""
+
+    def __init__(self, block: bytes):
+        self.block, self.bounds = block, None
+
+    def __call__(self, indices: Sequence[int]) -> list[bytes]:
+        if self.bounds is None:
+            self.bounds = _line_bounds(np.frombuffer(self.block, np.uint8))
+        starts, ends = self.bounds
+        return [self.block[starts[i]:ends[i]] for i in indices]
 
 
 def _byte_arrays(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -300,10 +308,10 @@ def parse_block(block: bytes, fmt: ClickFormat, source_file: str, first_line: in
     bad = _Quarantined([], [], [], [])
     n_lines = block.count(b"\n")
     line_index = np.arange(n_lines, dtype=np.int64)
-    original = block
+    lines_at = _Lines(block)
     suspects = _suspect_lines(block, fmt)
     if suspects is not None and suspects.size:
-        for i, raw in zip(suspects.tolist(), _lines_at(block, suspects)):
+        for i, raw in zip(suspects.tolist(), lines_at(suspects)):
             bad.add(i, raw, *(classify_line(raw, fmt) or ("wrong_field_count", "empty line")))
         block = _without_lines(block, suspects)
         line_index = np.delete(line_index, suspects)
@@ -311,7 +319,7 @@ def parse_block(block: bytes, fmt: ClickFormat, source_file: str, first_line: in
     table, invalid, fast = _read_block(block, fmt) if block else (None, [], True)
     if invalid:
         skipped = np.array([num - 1 for num, _ in invalid], np.int64)
-        for i, raw in zip(line_index[skipped].tolist(), _lines_at(original, line_index[skipped])):
+        for i, raw in zip(line_index[skipped].tolist(), lines_at(line_index[skipped])):
             bad.add(i, raw, *(classify_line(raw, fmt) or ("wrong_field_count", "")))
         line_index = np.delete(line_index, skipped)
 
@@ -336,7 +344,7 @@ def parse_block(block: bytes, fmt: ClickFormat, source_file: str, first_line: in
         new = np.flatnonzero(mask & ~flagged)
         if new.size:
             flagged[new] = True
-            raws = _lines_at(original, line_index[new])
+            raws = lines_at(line_index[new])
             for r, i, raw in zip(new.tolist(), line_index[new].tolist(), raws):
                 bad.add(i, raw, reason, f"{name}={_show(col[r].as_py() or b'')}")
     if flagged.any():
@@ -458,7 +466,7 @@ def parse_file(path: str, fmt: ClickFormat | str = "tsv", *, block_bytes: int = 
             if not block:
                 continue
         rows, bad = parse_block(block, fmt, source, first_line, day)
-        n_lines = block.count(b"\n")
+        n_lines = rows.num_rows + bad.num_rows   # every line of the block is in one of them
         counts["lines"] += n_lines
         counts["rows"] += rows.num_rows
         counts["quarantined"] += bad.num_rows
