@@ -19,13 +19,16 @@ with :data:`ROW_SCHEMA`, one row per document/quarantine record plus one ``summa
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
 import re
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from datetime import datetime, timezone
 
 import fsspec
@@ -102,7 +105,9 @@ class FileResult:
 _CC_CRAWL = re.compile(r"(CC-MAIN-\d{4}-\d{2})")
 
 
+@lru_cache(maxsize=None)
 def _extractor_version(name: str) -> str:
+    # cached: importlib.metadata parses the package's METADATA file on every call
     from importlib.metadata import version
 
     return f"{name} {version(name)}"
@@ -162,12 +167,13 @@ def decode_html(payload: bytes, http_charset: str | None) -> tuple[str, str]:
 
 
 def _base_row(source_file: str, record, crawl_id: str | None) -> dict:
+    """Columns every record has; the URL-derived ones are added by :func:`_with_url_columns` only
+    for records that become rows (most of a WARC's records are skipped requests and metadata)."""
     headers = record.headers
     url = (headers.get("WARC-Target-URI") or "").strip("<>")
     date = record.record_date
     return {
         "url": url or None,
-        **(urls.url_columns(url) if url and not url.startswith("dns:") else {}),
         "crawl_date": date.astimezone(timezone.utc) if isinstance(date, datetime) else None,
         "crawl_id": crawl_id,
         "warc_record_id": record.record_id,
@@ -177,6 +183,13 @@ def _base_row(source_file: str, record, crawl_id: str | None) -> dict:
         "warc_filename": os.path.basename(source_file.rstrip("/")),
         "record_offset": int(record.stream_pos),
     }
+
+
+def _with_url_columns(row: dict) -> dict:
+    url = row["url"]
+    if url and not url.startswith("dns:"):
+        row.update(urls.url_columns(url))
+    return row
 
 
 def _quarantine(row: dict, reason: str, detail: str | None = None) -> dict:
@@ -199,6 +212,7 @@ def _response_row(row: dict, record, limits: IngestLimits) -> dict | None:
     """A response record → document/quarantine row, or None when it is skipped (dns:)."""
     if (row["url"] or "").startswith("dns:"):
         return None
+    _with_url_columns(row)
     http = record.http_headers
     if http is None:
         return _quarantine(row, "no_http_headers")
@@ -231,6 +245,7 @@ def _text_row(row: dict, text: str, limits: IngestLimits) -> dict:
 
 def _conversion_row(row: dict, record, limits: IngestLimits) -> dict:
     """WET conversion record: the block is already extracted UTF-8 text."""
+    _with_url_columns(row)
     payload, problem = _read_payload(record, limits)
     if problem:
         return _quarantine(row, *problem)
@@ -303,17 +318,32 @@ def _check_tail(stream_factory, source_file: str, result: FileResult) -> None:
                             "reason": "corrupt_file", "detail": detail})
         return
     if is_gzip:
-        import gzip
-        import zlib
+        offsets = [r["record_offset"] for r in result.rows if r.get("record_offset") is not None]
+        last = max(offsets, default=0)
         try:
-            with stream_factory() as raw, gzip.GzipFile(fileobj=raw) as gz:
-                while gz.read(1 << 20):
-                    pass
+            _decompress_to_end(stream_factory, last)
         except (EOFError, OSError, zlib.error) as exc:
-            offsets = [r["record_offset"] for r in result.rows if r.get("record_offset") is not None]
             result.rows.append({"kind": "quarantine", "source_file": source_file,
-                                "record_offset": max(offsets, default=0), "reason": "corrupt_file",
+                                "record_offset": last, "reason": "corrupt_file",
                                 "detail": f"truncated or corrupt gzip after the last record read: {exc}"[:500]})
+
+
+def _decompress_to_end(stream_factory, offset: int) -> None:
+    """Inflate every gzip member from ``offset`` to the end of the file; raise on damage.
+
+    In a gzip-per-record file (Common Crawl's layout) ``offset`` is the last record's member, so
+    only the tail is read again, not the whole file. Where no member starts there (one gzip
+    stream around the whole file), the whole file is inflated.
+    """
+    with stream_factory() as raw:
+        raw.seek(offset)
+        if raw.read(2) != b"\x1f\x8b":
+            offset = 0
+    with stream_factory() as raw:
+        raw.seek(offset)
+        with gzip.GzipFile(fileobj=raw) as gz:
+            while gz.read(1 << 20):
+                pass
 
 
 def parse_warc_file(path: str, limits: IngestLimits = IngestLimits()) -> FileResult:
@@ -338,6 +368,8 @@ def summary_row(path: str, result: FileResult) -> dict:
     return {"kind": "summary", "source_file": path, "record_offset": -1,
             "detail": json.dumps({"records": result.records, "documents": kinds["document"],
                                   "quarantined": kinds["quarantine"], "skipped": dict(result.skipped),
+                                  "quarantined_by_reason": dict(Counter(r["reason"] for r in result.rows
+                                                                        if r["kind"] == "quarantine")),
                                   "bytes": result.bytes_read, "sha256": result.sha256}, sort_keys=True)}
 
 
