@@ -1,8 +1,9 @@
 """``crawlake explain <doc_id>``: why a document is (or is not) in the clean corpus.
 
 Reads the provenance tables: ``bronze.documents`` (was it ingested), ``silver.duplicate_clusters``
-(which cluster, which document was kept) and ``silver.filter_decisions`` (each filter's value,
-threshold and verdict), and ``silver.documents_clean`` (the outcome).
+(which cluster, which document was kept, the MinHash-estimated Jaccard similarity to it) and
+``silver.filter_decisions`` (each filter's value, threshold and verdict), and
+``silver.documents_clean`` (the outcome).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ class Explanation:
             return "kept: in silver.documents_clean"
         if self.duplicate_of:
             d = self.duplicate_of[0]
-            return f"removed: {d['method']} duplicate of {d['cluster_id']} ({d.get('kept_url') or '?'})"
+            return (f"removed: {d['method']} duplicate of {d['cluster_id']} ({d.get('kept_url') or '?'})"
+                    + _jaccard_text(d))
         failed = [d["filter"] for d in self.decisions if not d["passed"]]
         if failed:
             return "removed by filter(s): " + ", ".join(failed)
@@ -41,12 +43,19 @@ class Explanation:
     def lines(self) -> list[str]:
         out = [f"{self.doc_id}  {self.url or ''}".rstrip(), f"  {self.verdict}"]
         for d in self.duplicate_of:
-            out.append(f"  dedup: {d['method']} cluster {d['cluster_id']} of {d['cluster_size']}, kept {d['cluster_id']}")
+            out.append(f"  dedup: {d['method']} cluster {d['cluster_id']} of {d['cluster_size']}, kept {d['cluster_id']}"
+                       + _jaccard_text(d))
         for d in self.decisions:
             mark = "pass" if d["passed"] else "FAIL"
             detail = f" [{d['detail']}]" if d.get("detail") else ""
             out.append(f"  filter {d['filter']}: {mark} value={d['value']:.4g} threshold={d['threshold']:.4g}{detail}")
         return out
+
+
+def _jaccard_text(row: dict) -> str:
+    """``", estimated Jaccard 0.87"``: the MinHash estimate to the kept document, if recorded."""
+    j = row.get("jaccard")
+    return "" if j is None else f", estimated Jaccard {j:.2f}"
 
 
 def explain(lake: Lake, doc_id: str) -> Explanation:

@@ -82,9 +82,16 @@ class Lake:
         else:
             writer.save(self.location(spec))
 
-    def overwrite(self, spec: TableSpec, df: DataFrame) -> None:
-        """Replace the whole table with ``df`` (one atomic Delta commit)."""
-        self._save(spec, self._writer(spec, df, "overwrite"))
+    def overwrite(self, spec: TableSpec, df: DataFrame, *, replace_schema: bool = False) -> None:
+        """Replace the whole table with ``df`` (one atomic Delta commit).
+
+        ``replace_schema``: also replace the stored schema with the catalog's (a table written
+        before the catalog added a column); otherwise a schema change is an error.
+        """
+        writer = self._writer(spec, df, "overwrite")
+        if replace_schema:
+            writer = writer.option("overwriteSchema", "true")
+        self._save(spec, writer)
 
     def replace_where(self, spec: TableSpec, df: DataFrame, predicate: str) -> None:
         """Atomically replace the rows matching ``predicate`` with ``df`` (creates the table if new)."""

@@ -177,3 +177,60 @@ def band_batch(batch: pa.RecordBatch, *, ngram: int, num_perm: int, seed: int,
          pa.array(hashes.reshape(-1))],
         schema=SIGNATURE_SCHEMA,
     )
+
+
+#: One row per document: what the incremental dedup index keeps of it.
+INDEX_SCHEMA = pa.schema([
+    ("doc_id", pa.string()),
+    ("signature", pa.binary()),               # uint32[num_perm], little-endian; null: no shingles
+    ("band_hashes", pa.list_(pa.int64())),    # int64[bands]; empty: no shingles
+])
+
+
+def signature_bytes(signature: np.ndarray) -> bytes:
+    """``uint32[num_perm]`` → ``4·num_perm`` bytes, little-endian (how the index stores it)."""
+    return np.ascontiguousarray(signature, dtype="<u4").tobytes()
+
+
+def estimated_jaccard(a: bytes | None, b: bytes | None) -> float | None:
+    """MinHash estimate of the Jaccard similarity of two stored signatures (Broder 1997).
+
+    The fraction of the ``num_perm`` positions where the two signatures are equal, in [0, 1].
+    None when either signature is missing (a document without shingles). Raises ValueError when
+    the two have different lengths (signatures from different ``num_perm`` are not comparable).
+    """
+    if a is None or b is None:
+        return None
+    if len(a) != len(b):
+        raise ValueError(f"signatures of different lengths ({len(a)} and {len(b)} bytes)")
+    return float(np.mean(np.frombuffer(a, dtype="<u4") == np.frombuffer(b, dtype="<u4")))
+
+
+def signature_batch(batch: pa.RecordBatch, *, ngram: int, num_perm: int, seed: int,
+                    bands: int, rows: int) -> pa.RecordBatch:
+    """``(doc_id, text)`` batch → one :data:`INDEX_SCHEMA` row per document.
+
+    Word ``ngram`` shingles → MinHash signature (``num_perm`` permutations, ``seed``; Broder 1997)
+    → ``bands`` LSH band hashes of ``rows`` values each (Leskovec et al., *Mining of Massive
+    Datasets*, ch. 3). A document with no shingles (empty normalized text) keeps its row, with a
+    null signature and no band hashes: it can be an exact duplicate, never a near one.
+    """
+    doc_ids = batch.column("doc_id").to_pylist()
+    shingle_sets = [word_shingles(text or "", ngram) for text in batch.column("text").to_pylist()]
+    hashed = [i for i, s in enumerate(shingle_sets) if s]
+    signatures: list[bytes | None] = [None] * len(doc_ids)
+    counts = np.zeros(len(doc_ids), dtype=np.int32)
+    values = np.empty(0, dtype=np.int64)
+    if hashed:
+        sigs = minhash_signatures([shingle_sets[i] for i in hashed], num_perm, seed)
+        for i, sig in zip(hashed, sigs):
+            signatures[i] = signature_bytes(sig)
+        counts[hashed] = bands
+        values = band_hashes(sigs, bands, rows).reshape(-1)
+    offsets = np.zeros(len(doc_ids) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return pa.RecordBatch.from_arrays(
+        [pa.array(doc_ids, pa.string()), pa.array(signatures, pa.binary()),
+         pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, pa.int64()))],
+        schema=INDEX_SCHEMA,
+    )

@@ -1,15 +1,35 @@
 """dedup: ``bronze.documents`` → ``silver.documents_dedup`` + ``silver.duplicate_clusters``.
 
-1. Exact: documents with the same normalized-text hash form a cluster.
-2. Near, on the exact survivors: MinHash signatures and LSH band hashes in the kernel
-   (:mod:`pipelines.kernels.minhash`); documents sharing a (band, band hash) bucket are linked to
-   the bucket's smallest doc_id (a star, not all pairs: O(bucket) edges, no bucket held in
-   memory); connected components by iterative min-label propagation in Spark, with the lineage
+Incremental: each run decides only on the bronze documents no earlier run decided on (those in
+neither ``silver.documents_dedup`` nor removed in ``silver.duplicate_clusters``), and matches them
+against everything already kept through ``silver.dedup_index``, which holds each kept document's
+normalized-text hash, MinHash signature and LSH band hashes. Old documents are never re-hashed.
+
+1. Exact: new documents with the same normalized-text hash as each other or as a kept document
+   form a cluster.
+2. Near, on the new exact survivors: MinHash signatures (Broder 1997) and LSH band hashes
+   (Leskovec et al., *Mining of Massive Datasets*, ch. 3) in the kernel
+   (:mod:`pipelines.kernels.minhash`). The new documents' band rows, plus the index rows of kept
+   documents in the same buckets, are grouped by (band, band hash); each bucket member is linked
+   to the bucket's smallest doc_id (a star, not all pairs: O(bucket) edges, no bucket held in
+   memory). Connected components by iterative min-label propagation in Spark, with the lineage
    cut each round.
 
-In each cluster one document is kept by a deterministic rule: earliest crawl date, then longest
-text, then smallest doc_id, so re-runs keep the same one. This is the simple, correct version; the
-scale version (large-star/small-star, bucket caps, incremental) is its own piece of work.
+In each cluster one document is kept. A cluster that holds a document kept by an earlier run
+keeps that one (the first of them by the keep rule, if a newcomer bridges several; the others
+stay kept in their own clusters) and removes all its new members: a kept document is never
+dropped in favour of a newcomer. Otherwise the keep rule (``dedup.keep``; default earliest crawl
+date, then longest text, then smallest doc_id) picks it, so re-runs keep the same one. Each
+cluster row carries the MinHash estimate of its Jaccard similarity to the kept document.
+
+The first run, or the first after a setting that shapes the decisions changed (n-gram, num_perm,
+seed, threshold, verify, keep; recorded in the index's ``params``), decides on all of
+``bronze.documents`` and overwrites the three tables. A run with no new documents writes nothing.
+Each write is a MERGE on keys; the index is written first and ``silver.documents_dedup`` (which
+marks kept documents as decided) last, so a run that dies between them is redone by the next one.
+The index holds kept documents only, so a newcomer similar only to a removed document is not
+linked to it. Min-label propagation and uncapped buckets remain the simple version; the scale
+version (large-star/small-star, bucket caps) is its own piece of work.
 """
 
 from __future__ import annotations
@@ -17,25 +37,58 @@ from __future__ import annotations
 from functools import partial
 
 import pandas as pd
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import DoubleType, StringType
 
-from pipelines.kernels.minhash import SIGNATURE_SCHEMA, band_batch, optimal_bands_rows, shingle_jaccard, text_hash
+from pipelines.config import DedupConfig
+from pipelines.kernels.minhash import (
+    INDEX_SCHEMA,
+    estimated_jaccard,
+    optimal_bands_rows,
+    shingle_jaccard,
+    signature_batch,
+    text_hash,
+)
 from pipelines.stage import StageContext, StageResult
-from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS
+from pipelines.tables import Lake
+from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DEDUP_INDEX, SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS
+
+OUTPUTS = (SILVER_DEDUP_INDEX, SILVER_DUPLICATE_CLUSTERS, SILVER_DOCUMENTS_DEDUP)
 
 
+def keep_order(keep: list[str] | None = None) -> list[Column]:
+    """Sort expressions of the keep rule: the first document in this order is kept.
 
-def keep_order() -> list:
-    """Keep rule: earliest crawl date, then longest text, then smallest doc_id."""
-    return [F.col("crawl_date").asc_nulls_last(), F.col("text_length").desc(), F.col("doc_id").asc()]
+    ``keep`` holds ``"<column> asc|desc"`` items as validated by :class:`DedupConfig` (default
+    earliest crawl date, then longest text, then smallest doc_id). Nulls sort last either way, so a
+    missing value never wins; ``doc_id asc`` ends the order when doc_id is not in it.
+    """
+    keep = DedupConfig().keep if keep is None else keep
+    order = []
+    for item in keep:
+        name, direction = item.split()
+        order.append(F.col(name).asc_nulls_last() if direction == "asc" else F.col(name).desc_nulls_last())
+    if not any(item.split()[0] == "doc_id" for item in keep):
+        order.append(F.col("doc_id").asc())
+    return order
+
+
+def index_params(cfg: DedupConfig, bands: int, rows: int) -> str:
+    """The settings that shape dedup decisions, as stored in ``silver.dedup_index.params``."""
+    return (f"ngram={cfg.ngram} num_perm={cfg.num_perm} seed={cfg.seed} threshold={cfg.threshold} "
+            f"bands={bands} rows={rows} verify={cfg.verify} keep={','.join(cfg.keep)}")
 
 
 @F.pandas_udf(StringType())
 def _text_hash(texts: pd.Series) -> pd.Series:
     return texts.map(lambda t: text_hash(t or ""))
+
+
+@F.pandas_udf(DoubleType())
+def _estimated_jaccard(a: pd.Series, b: pd.Series) -> pd.Series:
+    return pd.Series([estimated_jaccard(x, y) for x, y in zip(a, b)], dtype="float64")
 
 
 def _jaccard_udf(ngram: int):
@@ -45,22 +98,10 @@ def _jaccard_udf(ngram: int):
     return jaccard
 
 
-def _bands_partition(batches, **params):
+def _signatures_partition(batches, counter, **params):
     for batch in batches:
-        yield band_batch(batch, **params)
-
-
-def _clusters(docs: DataFrame, component: str, method: str) -> tuple[DataFrame, DataFrame]:
-    """(cluster rows, removed doc_ids) for ``docs`` grouped by column ``component``."""
-    ranked = (docs
-              .withColumn("_rank", F.row_number().over(Window.partitionBy(component).orderBy(*keep_order())))
-              .withColumn("cluster_size", F.count("*").over(Window.partitionBy(component)))
-              .filter(F.col("cluster_size") > 1))
-    kept = ranked.filter(F.col("_rank") == 1).select(component, F.col("doc_id").alias("cluster_id"))
-    rows = (ranked.join(kept, component)
-            .select("doc_id", "cluster_id", "cluster_size", (F.col("_rank") == 1).alias("kept"),
-                    F.lit(method).alias("method")))
-    return rows, ranked.filter(F.col("_rank") > 1).select("doc_id")
+        counter.add(batch.num_rows)  # counts every document the kernel hashes, re-executions included
+        yield signature_batch(batch, **params)
 
 
 def connected_components(edges: DataFrame, max_iterations: int) -> DataFrame:
@@ -89,49 +130,221 @@ def connected_components(edges: DataFrame, max_iterations: int) -> DataFrame:
     raise RuntimeError(f"connected components did not converge in {max_iterations} rounds (dedup.max_iterations)")
 
 
-def run(ctx: StageContext) -> StageResult:
-    lake, cfg = ctx.lake, ctx.cfg.dedup
-    docs = lake.read(BRONZE_DOCUMENTS).withColumn("text_hash", _text_hash("text")).persist()
-    rows_in = docs.count()
+# -- what this run works on ---------------------------------------------------------------------
 
-    exact_rows, exact_removed = _clusters(docs, "text_hash", "exact")
-    survivors = docs.join(exact_removed, "doc_id", "left_anti")
+def _incremental(lake: Lake, params: str) -> bool:
+    """True when an index exists and was built with exactly these settings."""
+    if not lake.exists(SILVER_DEDUP_INDEX):
+        return False
+    # Every row has the same params (a full run overwrites the whole index, an incremental one
+    # adds rows with its own, equal, params), so one row tells; an empty index means a full run.
+    row = lake.read(SILVER_DEDUP_INDEX).select("params").limit(1).first()
+    return row is not None and row.params == params
 
-    bands, rows = optimal_bands_rows(cfg.threshold, cfg.num_perm)
-    params = dict(ngram=cfg.ngram, num_perm=cfg.num_perm, seed=cfg.seed, bands=bands, rows=rows)
-    band_rows = survivors.select("doc_id", "text").mapInArrow(
-        partial(_bands_partition, **params), from_arrow_schema(SIGNATURE_SCHEMA))
+
+def _new_documents(lake: Lake, incremental: bool) -> DataFrame:
+    """Bronze documents no earlier run decided on (all of them for a full run)."""
+    bronze = lake.read(BRONZE_DOCUMENTS)
+    if not incremental:
+        return bronze
+    decided = (lake.read(SILVER_DOCUMENTS_DEDUP).select("doc_id")
+               .union(lake.read(SILVER_DUPLICATE_CLUSTERS).filter(~F.col("kept")).select("doc_id")))
+    return bronze.join(decided, "doc_id", "left_anti")
+
+
+def _empty(lake: Lake, spec) -> DataFrame:
+    return lake.spark.createDataFrame([], spec.schema)
+
+
+def _members(docs: DataFrame, columns: list[str], old: bool) -> DataFrame:
+    """Cluster candidates: doc_id, ``columns`` and ``_old`` (kept by an earlier run)."""
+    return docs.select("doc_id", *columns, F.lit(old).alias("_old"))
+
+
+# -- clusters -----------------------------------------------------------------------------------
+
+def _clusters(members: DataFrame, component: str, method: str, order: list[Column]) -> DataFrame:
+    """Cluster rows (without ``jaccard``) for ``members`` grouped by column ``component``.
+
+    ``members`` has doc_id, the keep-rule columns and ``_old`` (kept by an earlier run). An old
+    member ranks before every new one; old members other than the first stay as they were (no row).
+    Only clusters of two or more get rows; every row with ``kept`` false is a new document removed.
+    """
+    group = Window.partitionBy(component)
+    ranked = (members
+              .withColumn("_rank", F.row_number().over(group.orderBy(F.col("_old").desc(), *order)))
+              .filter(~F.col("_old") | (F.col("_rank") == 1))
+              .withColumn("cluster_size", F.count("*").over(group))
+              .filter(F.col("cluster_size") > 1))
+    kept = ranked.filter(F.col("_rank") == 1).select(component, F.col("doc_id").alias("cluster_id"))
+    return (ranked.join(kept, component)
+            .select("doc_id", "cluster_id", "cluster_size", (F.col("_rank") == 1).alias("kept"),
+                    F.lit(method).alias("method")))
+
+
+def _exact_clusters(new: DataFrame, old: DataFrame, old_docs: DataFrame, keep_cols: list[str],
+                    order: list[Column]) -> DataFrame:
+    """Exact-duplicate cluster rows: new documents grouped by text hash with kept ones."""
+    # Kept documents have distinct text hashes (each run removes exact copies), so at most one
+    # old member per group.
+    old_hits = (old.select("doc_id", "text_hash").join(new.select("text_hash"), "text_hash", "left_semi")
+                .join(old_docs.select("doc_id", *keep_cols), "doc_id", "left"))
+    columns = ["text_hash", *keep_cols]
+    members = _members(new, columns, False).unionByName(_members(old_hits, columns, True))
+    return _clusters(members, "text_hash", "exact", order).withColumn("jaccard", F.lit(1.0))
+
+
+def _signatures(ctx: StageContext, docs: DataFrame, cfg: DedupConfig, bands: int, rows: int):
+    """(persisted :data:`INDEX_SCHEMA`-shaped rows of ``docs``, accumulator of documents hashed)."""
+    counter = ctx.spark.sparkContext.accumulator(0)
+    kernel = partial(_signatures_partition, counter=counter, ngram=cfg.ngram, num_perm=cfg.num_perm,
+                     seed=cfg.seed, bands=bands, rows=rows)
+    signatures = docs.select("doc_id", "text").mapInArrow(kernel, from_arrow_schema(INDEX_SCHEMA)).persist()
+    signatures.count()  # materialize once: every later use reads the cache
+    return signatures, counter
+
+
+def _near_clusters(survivors: DataFrame, signatures: DataFrame, old: DataFrame, old_docs: DataFrame,
+                   keep_cols: list[str], order: list[Column], cfg: DedupConfig) -> DataFrame:
+    """Near-duplicate cluster rows (with ``jaccard``) of the new exact survivors and kept documents."""
+    edges = _candidate_edges(signatures, old)
+    if cfg.verify:
+        texts = survivors.select("doc_id", "text").unionByName(old_docs.select("doc_id", "text"))
+        edges = _verified(edges, texts, cfg)
+    components = connected_components(edges, cfg.max_iterations)
+    old_in_components = (old.select("doc_id").join(components.select("doc_id"), "doc_id", "left_semi")
+                         .join(old_docs.select("doc_id", *keep_cols), "doc_id", "left"))
+    members = _members(survivors, keep_cols, False).unionByName(_members(old_in_components, keep_cols, True))
+    rows = _clusters(components.join(members, "doc_id"), "component", "near", order)
+    return _with_jaccard(rows, signatures.select("doc_id", "signature").unionByName(old.select("doc_id", "signature")))
+
+
+def _candidate_edges(signatures: DataFrame, old: DataFrame) -> DataFrame:
+    """``(src, dst)`` LSH candidate edges among new documents and from new to kept ones."""
+    def band_rows(df):
+        return df.select("doc_id", F.posexplode("band_hashes").alias("band", "band_hash"))
+
+    new_bands = band_rows(signatures)
+    old_bands = band_rows(old).join(new_bands.select("band", "band_hash"), ["band", "band_hash"], "left_semi")
     # Star edges: each bucket member links to the bucket's smallest doc_id. A window minimum (which
     # Spark sorts and spills) instead of collecting members, so a huge bucket never sits in memory
     # and no bucket's pairs are materialized.
     bucket = Window.partitionBy("band", "band_hash")
-    edges = (band_rows.withColumn("src", F.min("doc_id").over(bucket))
-             .filter(F.col("src") != F.col("doc_id"))
-             .select("src", F.col("doc_id").alias("dst")).distinct())
-    if cfg.verify:
-        # Exact Jaccard on shingles for each candidate edge: LSH false positives never join a
-        # cluster. Edges are star edges to the bucket's smallest doc_id, so a false positive that
-        # is that smallest doc can also hide a true pair in the same bucket (rare; documented).
-        text = survivors.select("doc_id", "text")
-        edges = (edges.join(text.withColumnRenamed("doc_id", "src").withColumnRenamed("text", "src_text"), "src")
-                 .join(text.withColumnRenamed("doc_id", "dst").withColumnRenamed("text", "dst_text"), "dst")
-                 .filter(_jaccard_udf(cfg.ngram)("src_text", "dst_text") >= cfg.threshold)
-                 .select("src", "dst"))
-    components = connected_components(edges, cfg.max_iterations)
-    near_rows, near_removed = _clusters(survivors.join(components, "doc_id"), "component", "near")
+    return (new_bands.unionByName(old_bands).withColumn("src", F.min("doc_id").over(bucket))
+            .filter(F.col("src") != F.col("doc_id"))
+            .select("src", F.col("doc_id").alias("dst")).distinct())
 
-    removed = exact_removed.union(near_removed)
-    lake.overwrite(SILVER_DOCUMENTS_DEDUP, docs.drop("text_hash").join(removed, "doc_id", "left_anti"))
-    lake.overwrite(SILVER_DUPLICATE_CLUSTERS, exact_rows.unionByName(near_rows))
-    docs.unpersist()
 
-    out = lake.read(SILVER_DOCUMENTS_DEDUP).count()
-    clusters = lake.read(SILVER_DUPLICATE_CLUSTERS)
+def _verified(edges: DataFrame, texts: DataFrame, cfg: DedupConfig) -> DataFrame:
+    """The edges whose documents' exact shingle Jaccard reaches the threshold.
+
+    LSH false positives never join a cluster. Edges are star edges to the bucket's smallest doc_id,
+    so a false positive that is that smallest doc can also hide a true pair in the same bucket
+    (rare; documented).
+    """
+    return (edges.join(texts.withColumnRenamed("doc_id", "src").withColumnRenamed("text", "src_text"), "src")
+            .join(texts.withColumnRenamed("doc_id", "dst").withColumnRenamed("text", "dst_text"), "dst")
+            .filter(_jaccard_udf(cfg.ngram)("src_text", "dst_text") >= cfg.threshold)
+            .select("src", "dst"))
+
+
+def _with_jaccard(rows: DataFrame, signatures: DataFrame) -> DataFrame:
+    """``rows`` plus ``jaccard``: MinHash estimate between each doc and its kept doc (1.0 if kept)."""
+    doc_sig = signatures.select("doc_id", F.col("signature").alias("_sig"))
+    kept_sig = signatures.select(F.col("doc_id").alias("cluster_id"), F.col("signature").alias("_kept_sig"))
+    return (rows.join(doc_sig, "doc_id", "left").join(kept_sig, "cluster_id", "left")
+            .withColumn("jaccard", F.when(F.col("kept"), F.lit(1.0)).otherwise(_estimated_jaccard("_sig", "_kept_sig")))
+            .drop("_sig", "_kept_sig"))
+
+
+def _with_cluster_sizes(lake: Lake, rows: DataFrame) -> DataFrame:
+    """This run's rows plus the stored rows of the clusters they join, with cluster_size recounted.
+
+    Stored rows change only in ``cluster_size``: their decision (cluster, kept, method, jaccard)
+    is final.
+    """
+    clusters = rows.select("cluster_id", "method").distinct()
+    stored = (lake.read(SILVER_DUPLICATE_CLUSTERS).join(clusters, ["cluster_id", "method"], "left_semi")
+              .join(rows.select("doc_id", "method"), ["doc_id", "method"], "left_anti"))
+    return (stored.unionByName(rows)
+            .withColumn("cluster_size", F.count("*").over(Window.partitionBy("cluster_id", "method")).cast("int"))
+            .localCheckpoint())
+
+
+# -- the stage ----------------------------------------------------------------------------------
+
+def run(ctx: StageContext) -> StageResult:
+    """Deduplicate the bronze documents no earlier run decided on (all of them on a full run).
+
+    Returns rows_in = documents decided on, rows_out = those kept, and notes: mode (full |
+    incremental), new_documents, signatures_computed (documents the MinHash kernel hashed: the new
+    exact survivors), bands_x_rows, verified, exact_removed and near_removed (this run's).
+    Raises RuntimeError when connected components do not converge in ``dedup.max_iterations``.
+    """
+    lake, cfg = ctx.lake, ctx.cfg.dedup
+    bands, rows = optimal_bands_rows(cfg.threshold, cfg.num_perm)
+    params = index_params(cfg, bands, rows)
+    incremental = _incremental(lake, params)
+    order = keep_order(cfg.keep)
+    keep_cols = [c for c in dict.fromkeys(item.split()[0] for item in cfg.keep) if c != "doc_id"]
+
+    # Checkpointed, not cached: recomputing it after this run's writes would find nothing new.
+    new = _new_documents(lake, incremental).withColumn("text_hash", _text_hash("text")).localCheckpoint()
+    rows_in = new.count()
+    if incremental and rows_in == 0:
+        return _result(lake, "incremental", 0, 0, 0, bands, rows, cfg, 0, 0)
+
+    # Kept documents of earlier runs (none for a full run). A new document is never its own old
+    # copy (a run that died after writing the index is redone).
+    old = (lake.read(SILVER_DEDUP_INDEX) if incremental else _empty(lake, SILVER_DEDUP_INDEX))
+    old = old.join(new.select("doc_id"), "doc_id", "left_anti")
+    old_docs = lake.read(SILVER_DOCUMENTS_DEDUP) if incremental else _empty(lake, SILVER_DOCUMENTS_DEDUP)
+
+    # 1. Exact, among the new documents and against the kept ones.
+    exact_rows = _exact_clusters(new, old, old_docs, keep_cols, order).localCheckpoint()
+    survivors = new.join(exact_rows.filter(~F.col("kept")).select("doc_id"), "doc_id", "left_anti")
+
+    # 2. Near, on the exact survivors: only they are hashed; kept documents' hashes come from the index.
+    signatures, hashed = _signatures(ctx, survivors, cfg, bands, rows)
+    near_rows = _near_clusters(survivors, signatures, old, old_docs, keep_cols, order, cfg).localCheckpoint()
+
+    # 3. Publish: the new kept documents, their index rows and this run's cluster rows.
+    clusters = exact_rows.unionByName(near_rows)
+    kept_new = new.join(clusters.filter(~F.col("kept")).select("doc_id"), "doc_id", "left_anti")
+    index_rows = (kept_new.select("doc_id", "text_hash").join(signatures, "doc_id", "left")
+                  .select("doc_id", "text_hash", "signature",
+                          F.coalesce("band_hashes", F.array().cast("array<bigint>")).alias("band_hashes"),
+                          F.lit(params).alias("params")))
+    _publish(lake, incremental, kept_new.drop("text_hash"), clusters, index_rows)
+
+    result = _result(lake, "incremental" if incremental else "full", rows_in, kept_new.count(), hashed.value,
+                     bands, rows, cfg, exact_rows.filter(~F.col("kept")).count(),
+                     near_rows.filter(~F.col("kept")).count())
+    signatures.unpersist()
+    return result
+
+
+def _publish(lake: Lake, incremental: bool, kept_docs: DataFrame, clusters: DataFrame, index_rows: DataFrame) -> None:
+    """Write one run's decisions: MERGE on keys (incremental) or overwrite (full)."""
+    if incremental:
+        lake.merge(SILVER_DEDUP_INDEX, index_rows)
+        lake.merge(SILVER_DUPLICATE_CLUSTERS, _with_cluster_sizes(lake, clusters))
+        lake.merge(SILVER_DOCUMENTS_DEDUP, kept_docs)
+    else:
+        # The index last: until it holds these settings, the next run redoes this one in full.
+        # replace_schema: a lake written before the index and the jaccard column existed.
+        lake.overwrite(SILVER_DUPLICATE_CLUSTERS, clusters, replace_schema=True)
+        lake.overwrite(SILVER_DOCUMENTS_DEDUP, kept_docs)
+        lake.overwrite(SILVER_DEDUP_INDEX, index_rows, replace_schema=True)
+
+
+def _result(lake: Lake, mode: str, rows_in: int, rows_out: int, hashed: int, bands: int, rows: int,
+            cfg: DedupConfig, exact_removed: int, near_removed: int) -> StageResult:
     return StageResult(
-        rows_in=rows_in, rows_out=out,
+        rows_in=rows_in, rows_out=rows_out,
         input_versions={BRONZE_DOCUMENTS.qualified_name: lake.version(BRONZE_DOCUMENTS)},
-        output_versions={t.qualified_name: lake.version(t) for t in (SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS)},
-        notes={"bands_x_rows": f"{bands}x{rows}", "verified": cfg.verify,
-               "exact_removed": clusters.filter("method = 'exact' AND NOT kept").count(),
-               "near_removed": clusters.filter("method = 'near' AND NOT kept").count()},
+        output_versions={t.qualified_name: lake.version(t) for t in OUTPUTS},
+        notes={"mode": mode, "new_documents": rows_in, "signatures_computed": hashed,
+               "bands_x_rows": f"{bands}x{rows}", "verified": cfg.verify,
+               "exact_removed": exact_removed, "near_removed": near_removed},
     )
