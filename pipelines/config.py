@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 #: conf/ next to the package in a checkout; CRAWLAKE_CONF_DIR or --conf-dir elsewhere (a wheel).
 DEFAULT_CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -64,6 +64,10 @@ class IngestConfig(_Strict):
     progress: bool = True
 
 
+#: Columns of bronze.documents the dedup keep policy may order by.
+DEDUP_KEEP_COLUMNS = ("crawl_date", "text_length", "payload_bytes", "doc_id", "url", "crawl_id")
+
+
 class DedupConfig(_Strict):
     ngram: int = Field(5, ge=1)
     num_perm: int = Field(112, ge=2, le=1024)
@@ -71,10 +75,35 @@ class DedupConfig(_Strict):
     seed: int = 1
     max_iterations: int = Field(50, ge=1)
     verify: bool = False
+    keep: list[str] = Field(default_factory=lambda: ["crawl_date asc", "text_length desc", "doc_id asc"])
+
+    @field_validator("keep")
+    @classmethod
+    def _keep_policy(cls, keep: list[str]) -> list[str]:
+        """Each item ``"<column> asc|desc"`` over :data:`DEDUP_KEEP_COLUMNS`, each column once.
+
+        Normalized to lower case and single spaces; ``doc_id asc`` is appended when doc_id is
+        not ordered on, so every cluster has exactly one first document.
+        """
+        out, seen = [], set()
+        for item in keep:
+            parts = str(item).lower().split()
+            if len(parts) != 2 or parts[1] not in ("asc", "desc"):
+                raise ValueError(f"{item!r}: expected '<column> asc' or '<column> desc'")
+            if parts[0] not in DEDUP_KEEP_COLUMNS:
+                raise ValueError(f"{item!r}: column {parts[0]!r} is not one of {', '.join(DEDUP_KEEP_COLUMNS)}")
+            if parts[0] in seen:
+                raise ValueError(f"{item!r}: column {parts[0]!r} is listed twice")
+            seen.add(parts[0])
+            out.append(" ".join(parts))
+        if "doc_id" not in seen:
+            out.append("doc_id asc")
+        return out
 
 
 class GopherConfig(_Strict):
-    enabled: bool = True
+    """Gopher quality rules (Rae et al. 2021); see :mod:`pipelines.kernels.filters.gopher_quality`."""
+    enabled: bool | None = None           # None: as filter.preset says
     min_doc_words: int = Field(50, ge=0)
     max_doc_words: int = Field(100_000, gt=0)
     min_avg_word_length: float = Field(3.0, ge=0)
@@ -84,13 +113,92 @@ class GopherConfig(_Strict):
     max_ellipsis_lines_ratio: float = Field(0.3, ge=0, le=1)
     min_alpha_words_ratio: float = Field(0.8, ge=0, le=1)
     min_stop_words: int = Field(2, ge=0)
-    unsegmented_languages: list[str] = Field(default_factory=list)
+    unsegmented_languages: list[str] = Field(default_factory=list)   # empty: filter.unsegmented_languages
+
+
+class GopherRepetitionConfig(_Strict):
+    """Gopher repetition rules (Rae et al. 2021), maximum fractions; see
+    :mod:`pipelines.kernels.filters.gopher_repetition`."""
+    enabled: bool | None = None
+    dup_line_frac: float = Field(0.3, ge=0, le=1)
+    dup_para_frac: float = Field(0.3, ge=0, le=1)
+    dup_line_char_frac: float = Field(0.2, ge=0, le=1)
+    dup_para_char_frac: float = Field(0.2, ge=0, le=1)
+    top_n_grams: dict[int, float] = Field(default_factory=lambda: {2: 0.20, 3: 0.18, 4: 0.16})
+    dup_n_grams: dict[int, float] = Field(
+        default_factory=lambda: {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10})
+
+    @model_validator(mode="after")
+    def _ngram_sizes(self) -> "GopherRepetitionConfig":
+        for key in ("top_n_grams", "dup_n_grams"):
+            for n, frac in getattr(self, key).items():
+                if n < 1 or not 0 <= frac <= 1:
+                    raise ValueError(f"{key}: n must be >= 1 and the fraction in [0, 1] (got {n}: {frac})")
+        return self
+
+
+class C4Config(_Strict):
+    """C4 rules (Raffel et al. 2020); see :mod:`pipelines.kernels.filters.c4`."""
+    enabled: bool | None = None
+    filter_no_terminal_punct: bool | None = None   # None: as the preset (c4: true, fineweb: false)
+    min_words_per_line: int = Field(3, ge=0)       # 0 disables
+    min_num_sentences: int = Field(5, ge=0)        # 0 disables
+    max_word_length: int = Field(1000, ge=0)       # 0 disables
+    remove_citations: bool = True
+    filter_lorem_ipsum: bool = True
+    filter_javascript: bool = True
+    filter_curly_bracket: bool = True
+    filter_policy: bool = True
+    bad_words_paths: dict[str, str] = Field(default_factory=dict)   # language -> word list file
+
+
+class FineWebConfig(_Strict):
+    """FineWeb's own rules (Penedo et al. 2024); see :mod:`pipelines.kernels.filters.fineweb`."""
+    enabled: bool | None = None
+    min_line_punct_ratio: float = Field(0.12, ge=0, le=1)
+    line_punct_exclude_zero: bool = False
+    max_short_line_ratio: float = Field(0.67, ge=0, le=1)
+    short_line_length: int = Field(30, ge=0)
+    max_char_dup_ratio: float = Field(0.01, ge=0, le=1)
+    max_list_ratio: float = Field(0.3, ge=0)
+
+
+class UrlFilterConfig(_Strict):
+    """Blocklists and adult-keyword heuristic; see :mod:`pipelines.kernels.filters.url`."""
+    enabled: bool | None = None
+    domain_blocklists: list[str] = Field(default_factory=list)
+    url_blocklists: list[str] = Field(default_factory=list)
+    adult_keywords: bool = True
+    soft_word_threshold: int = Field(2, ge=1)
+
+
+class PiiConfig(_Strict):
+    """E-mail and public-IP replacement; see :mod:`pipelines.kernels.filters.pii`."""
+    enabled: bool | None = None
+    emails: bool = True
+    ips: bool = True
+    only_public_ips: bool = True
+    email_replacement: list[str] = Field(
+        default_factory=lambda: ["email@example.com", "firstname.lastname@example.org"], min_length=1)
+    ipv4_replacement: list[str] = Field(default_factory=lambda: [
+        "22.214.171.124", "126.96.36.199", "188.8.131.52", "184.108.40.206", "220.127.116.11", "18.104.22.168"],
+        min_length=1)
+    ipv6_replacement: list[str] = Field(default_factory=lambda: ["2001:db8::1", "2001:db8::2"], min_length=1)
 
 
 class FilterConfig(_Strict):
+    preset: Literal["fineweb", "gopher", "c4", "minimal"] = "fineweb"
     languages: list[str] = Field(default_factory=list)
     min_language_score: float = Field(0.65, ge=0.0, le=1.0)
+    lid_model_path: str | None = None
+    unsegmented_languages: list[str] = Field(
+        default_factory=lambda: ["zh", "ja", "th", "lo", "km", "my", "bo", "wuu", "yue"])
+    url: UrlFilterConfig = UrlFilterConfig()
+    gopher_repetition: GopherRepetitionConfig = GopherRepetitionConfig()
     gopher: GopherConfig = GopherConfig()
+    c4: C4Config = C4Config()
+    fineweb: FineWebConfig = FineWebConfig()
+    pii: PiiConfig = PiiConfig()
 
 
 class TokenizeConfig(_Strict):

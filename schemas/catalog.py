@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.types import (
     ArrayType,
+    BinaryType,
     BooleanType,
     DoubleType,
     FloatType,
@@ -107,9 +108,23 @@ SILVER_DUPLICATE_CLUSTERS = TableSpec(
         ("cluster_size", _INT, False),
         ("kept", _BOOL, False),
         ("method", _STR, False),          # exact | near
+        ("jaccard", _DBL, True),          # MinHash estimate to the kept doc; 1.0 for exact and kept rows
     ),
     keys=("doc_id", "method"),
     description="Every document that had a duplicate: its cluster and whether it was kept.",
+)
+
+SILVER_DEDUP_INDEX = TableSpec(
+    "silver", "dedup_index",
+    _s(
+        ("doc_id", _STR, False),          # a kept document (one in silver.documents_dedup)
+        ("text_hash", _STR, False),       # exact-dedup key: sha256 hex of the normalized text
+        ("signature", BinaryType(), True),  # MinHash, uint32[num_perm] little-endian; null: no shingles
+        ("band_hashes", ArrayType(_LONG, True), False),   # LSH band hashes, int64[bands]; empty: no shingles
+        ("params", _STR, False),          # the dedup settings these were computed with
+    ),
+    keys=("doc_id",),
+    description="What incremental dedup matches new documents against: the kept documents' hashes.",
 )
 
 SILVER_DOCUMENTS_CLEAN = TableSpec(
@@ -126,11 +141,11 @@ SILVER_FILTER_DECISIONS = TableSpec(
     "silver", "filter_decisions",
     _s(
         ("doc_id", _STR, False),
-        ("filter", _STR, False),          # e.g. language, gopher_min_doc_words
+        ("filter", _STR, False),          # e.g. language, gopher_min_doc_words, c4_lines_removed, pii_emails
         ("value", _DBL, True),            # measured value
-        ("threshold", _DBL, True),
+        ("threshold", _DBL, True),        # inf: informational row (lines removed, PII replaced), always passes
         ("passed", _BOOL, False),
-        ("detail", _STR, True),           # e.g. the detected language
+        ("detail", _STR, True),           # the detected language, or what matched (blocklist entry, ...)
     ),
     keys=("doc_id", "filter"),
     description="One row per document and filter that ran.",
@@ -324,7 +339,7 @@ CLICK_TABLES: tuple[TableSpec, ...] = (
 
 #: What `crawlake run` (the WARC flow) writes.
 WARC_FLOW_TABLES: tuple[TableSpec, ...] = (
-    BRONZE_DOCUMENTS, BRONZE_QUARANTINE, SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS,
+    BRONZE_DOCUMENTS, BRONZE_QUARANTINE, SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS, SILVER_DEDUP_INDEX,
     SILVER_DOCUMENTS_CLEAN, SILVER_FILTER_DECISIONS, GOLD_TOKEN_SEQUENCES, GOLD_DOCUMENT_TOKENS, GOLD_EMBEDDINGS,
     OPS_RUNS, OPS_QUALITY, OPS_INGEST_LOG,
 )

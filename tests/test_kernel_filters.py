@@ -41,6 +41,19 @@ def test_symbol_ratio_and_ellipsis_and_bullets():
     assert not outcome(bullets)["gopher_bullet_lines_ratio"]
 
 
+def test_hash_and_ellipsis_ratios_are_separate_limits():
+    # 60 words + 4 hashes + 4 ellipses: each ratio ~0.06, their sum ~0.12 (Gopher tests each alone)
+    words = " ".join(GOOD.split()[:60])
+    assert outcome(words + " #a #b #c #d" + " wait..." * 4)["gopher_symbol_word_ratio"]
+    assert not outcome(words + " #a" * 8)["gopher_symbol_word_ratio"]
+
+
+def test_stop_words_are_counted_distinct():
+    base = "Lighthouse keepers trimmed wicks, polished lenses, logged weather, wound clockwork. " * 10
+    assert not outcome(base + " the the the")["gopher_stop_words"]     # one distinct stop word
+    assert outcome(base + " the of")["gopher_stop_words"]              # two
+
+
 def test_stop_words_only_for_languages_that_have_a_list():
     no_stop = ("Lighthouse keepers trimmed wicks, polished lenses, logged weather, wound clockwork. ") * 10
     assert not outcome(no_stop, "en")["gopher_stop_words"]

@@ -1,54 +1,180 @@
 """filter: ``silver.documents_dedup`` → ``silver.documents_clean`` + ``silver.filter_decisions``.
 
-Every filter that runs on a document leaves a decision row (value, threshold, passed); a document
-is clean when all of its decisions passed. Rules live in :mod:`pipelines.kernels.filters`.
+The rules (:mod:`pipelines.kernels.filters`) run in one ``mapInArrow`` pass that returns each
+document with its cleaned text (C4 line removal, PII replacement), its language and its decision
+rows; that result is persisted once and written twice: the decisions exploded into
+``silver.filter_decisions`` (one row per document and rule that ran), the documents whose decisions
+all passed into ``silver.documents_clean``.
+
+The run's notes give the preset and its steps, the funnel (documents and whitespace words left
+after each step, in order), documents and kept documents per language, how many documents failed
+each rule, and the PII replacements.
 """
 
 from __future__ import annotations
 
 from functools import partial
 
+from pyspark import StorageLevel
 from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
-from pipelines.config import FilterConfig
-from pipelines.kernels.filters import FilterParams, GopherParams, decide_batch
+from pipelines.config import ConfigError, FilterConfig
+from pipelines.kernels.filters import (
+    C4Params,
+    FilterParams,
+    FineWebParams,
+    GopherParams,
+    GopherRepetitionParams,
+    PiiParams,
+    UrlParams,
+    bad_words_pattern,
+    filter_batch,
+    funnel,
+    load_domain_blocklist,
+    load_url_blocklist,
+    load_word_list,
+    preset_steps,
+)
+from pipelines.kernels.filters.presets import PRESETS
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import SILVER_DOCUMENTS_CLEAN, SILVER_DOCUMENTS_DEDUP, SILVER_FILTER_DECISIONS
 
 
+def _read_lists(key: str, paths: list[str], loader) -> frozenset[str]:
+    out: set[str] = set()
+    for path in paths:
+        try:
+            out |= loader(path)
+        except OSError as exc:
+            raise ConfigError(f"bad value for config key {key!r}: cannot read {path!r}: {exc}") from None
+    return frozenset(out)
+
+
 def filter_params(cfg: FilterConfig) -> FilterParams:
+    """The kernel's parameters for ``cfg``: the preset's rules, each rule's ``enabled`` overriding it.
+
+    Blocklists and bad-words lists are read here, on the driver, and travel to the executors with
+    the parameters. Raises :class:`ConfigError` (naming the key) when a list file cannot be read.
+    """
+    steps = preset_steps(cfg.preset)
+    unsegmented = tuple(cfg.unsegmented_languages)
+
+    def on(step: str, enabled: bool | None) -> bool:
+        return step in steps if enabled is None else enabled
+
+    url = None
+    if on("url", cfg.url.enabled):
+        url = UrlParams(
+            blocked_domains=_read_lists("filter.url.domain_blocklists", cfg.url.domain_blocklists,
+                                        load_domain_blocklist),
+            blocked_urls=_read_lists("filter.url.url_blocklists", cfg.url.url_blocklists, load_url_blocklist),
+            adult_keywords=cfg.url.adult_keywords, soft_word_threshold=cfg.url.soft_word_threshold)
+    repetition = None
+    if on("gopher_repetition", cfg.gopher_repetition.enabled):
+        r = cfg.gopher_repetition
+        repetition = GopherRepetitionParams(
+            dup_line_frac=r.dup_line_frac, dup_para_frac=r.dup_para_frac, dup_line_char_frac=r.dup_line_char_frac,
+            dup_para_char_frac=r.dup_para_char_frac, top_n_grams=tuple(sorted(r.top_n_grams.items())),
+            dup_n_grams=tuple(sorted(r.dup_n_grams.items())), unsegmented_languages=unsegmented)
     gopher = None
-    if cfg.gopher.enabled:
+    if on("gopher_quality", cfg.gopher.enabled):
         g = cfg.gopher.model_dump()
         g.pop("enabled")
-        g["unsegmented_languages"] = tuple(g["unsegmented_languages"])
+        g["unsegmented_languages"] = tuple(g["unsegmented_languages"]) or unsegmented
         gopher = GopherParams(**g)
-    return FilterParams(languages=tuple(cfg.languages), min_language_score=cfg.min_language_score, gopher=gopher)
+    c4 = None
+    if on("c4", cfg.c4.enabled):
+        c = cfg.c4.model_dump()
+        c.pop("enabled")
+        paths = c.pop("bad_words_paths")
+        if c["filter_no_terminal_punct"] is None:
+            c["filter_no_terminal_punct"] = PRESETS[cfg.preset]["c4_filter_no_terminal_punct"]
+        bad_words = {}
+        for lang, path in paths.items():
+            try:
+                pattern = bad_words_pattern(load_word_list(path), lang)
+            except OSError as exc:
+                raise ConfigError(f"bad value for config key 'filter.c4.bad_words_paths.{lang}': "
+                                  f"cannot read {path!r}: {exc}") from None
+            if pattern is not None:
+                bad_words[lang] = pattern
+        c4 = C4Params(**c, bad_words=bad_words, unsegmented_languages=unsegmented)
+    fineweb = None
+    if on("fineweb", cfg.fineweb.enabled):
+        f = cfg.fineweb.model_dump()
+        f.pop("enabled")
+        fineweb = FineWebParams(**f, unsegmented_languages=unsegmented)
+    pii = None
+    if on("pii", cfg.pii.enabled):
+        p = cfg.pii
+        pii = PiiParams(emails=p.emails, ips=p.ips, only_public_ips=p.only_public_ips,
+                        email_replacement=tuple(p.email_replacement), ipv4_replacement=tuple(p.ipv4_replacement),
+                        ipv6_replacement=tuple(p.ipv6_replacement))
+    return FilterParams(languages=tuple(cfg.languages), min_language_score=cfg.min_language_score,
+                        lid_model_path=cfg.lid_model_path, url=url, gopher_repetition=repetition, gopher=gopher,
+                        c4=c4, fineweb=fineweb, pii=pii, preset_name=cfg.preset)
 
 
-def _decide_partition(batches, params: FilterParams):
+_DECISION = StructType([StructField(f.name, f.dataType, f.nullable) for f in SILVER_FILTER_DECISIONS.schema.fields])
+_RESULT = [
+    StructField("language", StringType(), True),
+    StructField("language_score", DoubleType(), True),
+    StructField("filter_kept", BooleanType(), True),
+    StructField("filter_first_failed", StringType(), True),
+    StructField("words_in", LongType(), True),
+    StructField("words_out", LongType(), True),
+    StructField("decisions", ArrayType(_DECISION, True), True),
+]
+
+
+def _filter_partition(batches, params: FilterParams):
     for batch in batches:
-        yield decide_batch(batch, params)
+        yield filter_batch(batch, params)
 
 
 def run(ctx: StageContext) -> StageResult:
     lake = ctx.lake
     docs = lake.read(SILVER_DOCUMENTS_DEDUP)
     params = filter_params(ctx.cfg.filter)
-    lake.overwrite(SILVER_FILTER_DECISIONS, docs.select("doc_id", "text", "http_status").mapInArrow(
-        partial(_decide_partition, params=params), SILVER_FILTER_DECISIONS.schema))
-    decisions = lake.read(SILVER_FILTER_DECISIONS)
+    steps = params.steps()
+    schema = StructType([f for f in docs.schema.fields if f.name not in {r.name for r in _RESULT}] + _RESULT)
+    # One pass computes everything; persisted so the two writes and the summaries do not re-run it.
+    result = docs.mapInArrow(partial(_filter_partition, params=params), schema).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        lake.overwrite(SILVER_FILTER_DECISIONS, result.select(F.explode("decisions").alias("d")).select("d.*"))
+        lake.overwrite(SILVER_DOCUMENTS_CLEAN, result.filter(F.col("filter_kept")).select(*SILVER_DOCUMENTS_CLEAN.columns))
 
-    failed = decisions.filter(~F.col("passed")).select("doc_id").distinct()
-    language = decisions.filter(F.col("filter") == "language").select(
-        "doc_id", F.col("detail").alias("language"), F.col("value").alias("language_score"))
-    lake.overwrite(SILVER_DOCUMENTS_CLEAN, docs.join(failed, "doc_id", "left_anti").join(language, "doc_id", "left"))
+        groups = result.groupBy("filter_first_failed", "language").agg(
+            F.count(F.lit(1)).alias("n"), F.sum("words_in").alias("wi"), F.sum("words_out").alias("wo")).collect()
+        by_rule = lake.read(SILVER_FILTER_DECISIONS).groupBy("filter").agg(
+            F.sum(F.when(F.col("passed"), 0).otherwise(1)).alias("failed"), F.sum("value").alias("total")).collect()
+    finally:
+        result.unpersist()
 
-    funnel = {r["filter"]: r["removed"] for r in decisions.groupBy("filter")
-              .agg(F.sum(F.when(F.col("passed"), 0).otherwise(1)).alias("removed")).collect() if r["removed"]}
+    languages: dict[str, dict[str, int]] = {}
+    for g in groups:
+        lang = languages.setdefault(g["language"] or "unknown", {"documents": 0, "kept": 0})
+        lang["documents"] += g["n"]
+        lang["kept"] += g["n"] if g["filter_first_failed"] is None else 0
+    stages = funnel([(g["filter_first_failed"], g["n"], g["wi"] or 0, g["wo"] or 0) for g in groups], steps)
+    rows_in = stages[0]["documents"]
+    rows_out = stages[-1]["documents"]
+    failed = {r["filter"]: r["failed"] for r in by_rule if r["failed"]}
+    pii = {r["filter"]: int(r["total"]) for r in by_rule if r["filter"].startswith("pii_")}
     return StageResult(
-        rows_in=docs.count(), rows_out=lake.read(SILVER_DOCUMENTS_CLEAN).count(),
+        rows_in=rows_in, rows_out=rows_out,
         input_versions={SILVER_DOCUMENTS_DEDUP.qualified_name: lake.version(SILVER_DOCUMENTS_DEDUP)},
         output_versions={t.qualified_name: lake.version(t) for t in (SILVER_DOCUMENTS_CLEAN, SILVER_FILTER_DECISIONS)},
-        notes={"failed_by_filter": dict(sorted(funnel.items()))},
+        notes={"preset": ctx.cfg.filter.preset, "steps": list(steps), "funnel": stages,
+               "languages": dict(sorted(languages.items(), key=lambda kv: -kv[1]["documents"])),
+               "failed_by_filter": dict(sorted(failed.items())), "pii_replaced": pii},
     )

@@ -1,0 +1,78 @@
+"""Gopher quality rules (Rae et al. 2021, *Scaling Language Models: Methods, Analysis & Insights
+from Training Gopher*, App. A), values as datatrove's ``GopherQualityFilter``.
+
+50–100,000 words, mean word length 3–10 characters, symbol-to-word ratio ≤ 0.1, ≤ 90 % bullet
+lines, ≤ 30 % ellipsis lines, ≥ 80 % of words with an alphabetic character, ≥ 2 English stop words.
+Word rules are not applied to languages written without spaces; the stop-word rule only to
+languages with a stop-word list (:data:`STOP_WORDS`).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass
+from itertools import repeat
+
+from pipelines.kernels.filters._text import UNSEGMENTED_LANGUAGES, words as split_words
+
+#: Gopher's stop words (the paper's list is English only).
+STOP_WORDS = {"en": frozenset({"the", "be", "to", "of", "and", "that", "have", "with"})}
+BULLETS = ("•", "-", "*", "‣", "⁃", "◦", "▪", "●", "·")
+_LETTER = re.compile(r"[^\W\d_]")  # a letter of any script: a word character that is no digit or underscore
+
+
+@dataclass(frozen=True)
+class GopherParams:
+    min_doc_words: int = 50
+    max_doc_words: int = 100_000
+    min_avg_word_length: float = 3.0
+    max_avg_word_length: float = 10.0
+    max_symbol_word_ratio: float = 0.1
+    max_bullet_lines_ratio: float = 0.9
+    max_ellipsis_lines_ratio: float = 0.3
+    min_alpha_words_ratio: float = 0.8
+    min_stop_words: int = 2
+    unsegmented_languages: tuple[str, ...] = UNSEGMENTED_LANGUAGES
+
+
+def gopher_measures(text: str, language: str, p: GopherParams) -> list[tuple[str, float, float, bool]]:
+    """``(filter, value, threshold, passed)`` for each Gopher quality rule that applies to ``language``.
+
+    Values: words (count), mean word length (characters), symbols per word (the larger of the hash
+    and the ellipsis ratios), line fractions in [0, 1], distinct stop words (count). A ``min_`` rule
+    passes at value ≥ threshold, a ``max_`` (and ratio) rule at value ≤ threshold (``gopher_alpha_words_ratio`` and ``gopher_stop_words`` are minimums).
+    """
+    out: list[tuple[str, float, float, bool]] = []
+    lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
+    n_lines = max(len(lines), 1)
+    bullet = sum(ln.startswith(BULLETS) for ln in lines) / n_lines
+    ellipsis = sum(ln.endswith(("...", "…")) for ln in lines) / n_lines
+    out.append(("gopher_bullet_lines_ratio", bullet, p.max_bullet_lines_ratio, bullet <= p.max_bullet_lines_ratio))
+    out.append(("gopher_ellipsis_lines_ratio", ellipsis, p.max_ellipsis_lines_ratio,
+                ellipsis <= p.max_ellipsis_lines_ratio))
+    if language in p.unsegmented_languages:
+        return out
+
+    words = split_words(text)  # whitespace tokens, pure punctuation dropped
+    n = len(words)
+    out.append(("gopher_min_doc_words", float(n), float(p.min_doc_words), n >= p.min_doc_words))
+    out.append(("gopher_max_doc_words", float(n), float(p.max_doc_words), n <= p.max_doc_words))
+    if n == 0:
+        return out
+    # map over C methods, not generator expressions: these loops run once per word
+    stripped = list(map(str.strip, words, repeat(string.punctuation, n)))
+    avg = sum(map(len, stripped)) / n
+    out.append(("gopher_min_avg_word_length", avg, p.min_avg_word_length, avg >= p.min_avg_word_length))
+    out.append(("gopher_max_avg_word_length", avg, p.max_avg_word_length, avg <= p.max_avg_word_length))
+    # The paper tests the hash and the ellipsis ratios each against the limit (as datatrove), not their sum.
+    symbols = max(text.count("#"), text.count("...") + text.count("…")) / n
+    out.append(("gopher_symbol_word_ratio", symbols, p.max_symbol_word_ratio, symbols <= p.max_symbol_word_ratio))
+    alpha = sum(map(bool, map(_LETTER.search, words))) / n
+    out.append(("gopher_alpha_words_ratio", alpha, p.min_alpha_words_ratio, alpha >= p.min_alpha_words_ratio))
+    stop_words = STOP_WORDS.get(language)
+    if stop_words is not None:
+        # "at least two of the following words": distinct words, not occurrences
+        count = len(set(map(str.lower, stripped)) & stop_words)
+        out.append(("gopher_stop_words", float(count), float(p.min_stop_words), count >= p.min_stop_words))
+    return out

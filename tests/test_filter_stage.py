@@ -1,0 +1,82 @@
+"""The filter stage on local Spark over the real Common Crawl excerpt (16 pages)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from conftest import lake_config, read_table, real_file
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def filtered(spark, tmp_path_factory):
+    """Ingest the excerpt, publish bronze as dedup (dedup is not under test), run filter with the
+    default (fineweb) preset and a user domain blocklist that names the Russian page's domain."""
+    from pipelines.runner import run_pipeline
+    from pipelines.tables import Lake
+    from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DOCUMENTS_DEDUP
+
+    root = tmp_path_factory.mktemp("filter_lake")
+    blocklist = root / "domains.txt"
+    blocklist.write_text("# test list\n01spb.ru\n", encoding="utf-8")
+    cfg = lake_config(root, f"filter.url.domain_blocklists=[{blocklist}]")
+    cfg = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(
+        update={"input": [real_file("cc-main-2020-34-excerpt.warc.gz")]})})
+    run_pipeline(cfg, stages=("ingest",))
+    lake = Lake(spark, cfg.lake)
+    lake.overwrite(SILVER_DOCUMENTS_DEDUP, lake.read(BRONZE_DOCUMENTS))
+    (run,) = run_pipeline(cfg, stages=("filter",))
+    docs = {r.doc_id: r.asDict() for r in read_table(spark, root, "silver.documents_dedup").collect()}
+    clean = {r.doc_id: r.asDict() for r in read_table(spark, root, "silver.documents_clean").collect()}
+    decisions = [r.asDict() for r in read_table(spark, root, "silver.filter_decisions").collect()]
+    return docs, clean, decisions, run.result
+
+
+def test_every_removed_document_has_a_failed_decision(filtered):
+    docs, clean, decisions, _ = filtered
+    failed = {d["doc_id"] for d in decisions if not d["passed"]}
+    assert len(docs) == 16 and 0 < len(clean) < 16
+    assert set(docs) - set(clean) == failed
+    assert not failed & set(clean)
+    pairs = [(d["doc_id"], d["filter"]) for d in decisions]
+    assert len(pairs) == len(set(pairs))                       # one row per document and rule
+    assert {d["doc_id"] for d in decisions if d["filter"] == "language"} == set(docs)
+
+
+def test_user_blocklist_and_languages(filtered):
+    docs, clean, decisions, _ = filtered
+    ru = next(i for i, d in docs.items() if d["url"] == "http://01spb.ru/company/")
+    row = next(d for d in decisions if d["doc_id"] == ru and d["filter"] == "url_domain_blocklist")
+    assert not row["passed"] and row["detail"] == "01spb.ru" and ru not in clean
+    lang = {d["doc_id"]: (d["detail"], d["value"]) for d in decisions if d["filter"] == "language"}
+    assert lang[ru][0] == "ru" and lang[ru][1] > 0.95
+    assert all(c["language"] == lang[i][0] and c["language_score"] == lang[i][1] for i, c in clean.items())
+
+
+def test_clean_text_is_the_kernels_output(filtered):
+    from pipelines.config import load_config
+    from pipelines.kernels.filters import filter_batch
+    from pipelines.stages.filter import filter_params
+
+    docs, clean, _, _ = filtered
+    batch = pa.RecordBatch.from_pylist([{k: d[k] for k in ("doc_id", "url", "host", "text", "http_status")}
+                                        for d in docs.values()])
+    local = filter_batch(batch, filter_params(load_config("local").filter)).to_pylist()
+    kept = {r["doc_id"]: r["text"] for r in local if r["filter_kept"]}
+    kept.pop(next(i for i, d in docs.items() if d["url"] == "http://01spb.ru/company/"), None)  # blocklisted there
+    assert {i: c["text"] for i, c in clean.items()} == kept
+
+
+def test_notes_give_the_funnel_and_languages(filtered):
+    docs, clean, _, result = filtered
+    notes = result.notes
+    assert notes["preset"] == "fineweb" and notes["steps"][0] == "http_status"
+    funnel = notes["funnel"]
+    assert [s["step"] for s in funnel] == ["input", *notes["steps"]]
+    assert funnel[0]["documents"] == 16 and funnel[-1]["documents"] == len(clean) == result.rows_out
+    assert all(a["documents"] >= b["documents"] and a["words"] >= b["words"] for a, b in zip(funnel, funnel[1:]))
+    langs = notes["languages"]
+    assert sum(v["documents"] for v in langs.values()) == 16 and langs["zh"]["documents"] == 11
+    assert sum(v["kept"] for v in langs.values()) == len(clean)
+    assert notes["failed_by_filter"]["url_domain_blocklist"] == 1

@@ -1,0 +1,119 @@
+"""URL blocklists and adult heuristic; PII replacement (datatrove's URLFilter and PIIFormatter)."""
+
+import pytest
+
+from pipelines.kernels.filters import (
+    PiiParams,
+    UrlParams,
+    load_domain_blocklist,
+    load_url_blocklist,
+    replace_pii,
+    url_measures,
+)
+
+
+@pytest.fixture
+def lists(tmp_path):
+    (tmp_path / "domains.txt").write_text(
+        "# blocked domains\n\nblocked.example\n*.wild.example\nSHOUTY.example\n", encoding="utf-8")
+    (tmp_path / "urls.txt").write_text(
+        "# blocked URLs\nhttps://www.news.example/bad/page\nnews.example/section\n", encoding="utf-8")
+    return UrlParams(blocked_domains=load_domain_blocklist(tmp_path / "domains.txt"),
+                     blocked_urls=load_url_blocklist(tmp_path / "urls.txt"))
+
+
+def outcome(url, p):
+    return {m.filter: m.passed for m in url_measures(url, p)}
+
+
+def test_blocklist_files_skip_comments_and_blank_lines(lists):
+    assert lists.blocked_domains == {"blocked.example", "wild.example", "shouty.example"}
+    assert lists.blocked_urls == {"news.example/bad/page", "news.example/section"}
+
+
+@pytest.mark.parametrize("url,passed", [
+    ("https://blocked.example/any/page", False),
+    ("http://www.blocked.example/", False),            # subdomains too
+    ("https://a.b.wild.example/x", False),
+    ("https://Shouty.Example/", False),                # case-insensitive
+    ("https://notblocked.example/", True),             # a label boundary, not a suffix
+    ("https://blocked.example.org/", True),
+])
+def test_domain_blocklist(lists, url, passed):
+    assert outcome(url, lists)["url_domain_blocklist"] is passed
+
+
+@pytest.mark.parametrize("url,passed", [
+    ("https://news.example/bad/page", False),
+    ("http://www.news.example/bad/page/", False),
+    ("https://news.example/section/article-1.html", False),   # below a blocked prefix
+    ("https://news.example/sections", True),                   # not at a '/' boundary
+    ("https://news.example/bad", True),
+])
+def test_url_blocklist(lists, url, passed):
+    assert outcome(url, lists)["url_blocklist"] is passed
+
+
+def test_blocklist_rules_only_run_with_lists():
+    assert set(outcome("https://a.example/", UrlParams())) == {
+        "url_adult_words", "url_adult_soft_words", "url_adult_subwords"}
+    assert outcome("https://a.example/", UrlParams(adult_keywords=False)) == {}
+
+
+@pytest.mark.parametrize("url,rule,passed", [
+    ("https://videos.example/free-porn-clips", "url_adult_words", False),
+    ("https://shop.example/xxx-large-shirts", "url_adult_words", False),
+    ("https://tea.example/green-tea-guide", "url_adult_words", True),
+    ("https://photos.example/nude-beach", "url_adult_soft_words", True),        # one soft word: 1 <= 1
+    ("https://photos.example/nude-sexy-beach", "url_adult_soft_words", False),  # two: fails
+    ("https://site.example/bestpornsite", "url_adult_subwords", False),         # inside a word
+    ("https://site.example/best-sites", "url_adult_subwords", True),
+])
+def test_adult_keyword_heuristic(url, rule, passed):
+    assert outcome(url, UrlParams())[rule] is passed
+
+
+# --- PII ---
+
+@pytest.mark.parametrize("text,emails", [
+    ("Write to jane.doe@mail.example.com today.", 1),
+    ("Write to Jane.Doe@Mail.Example.COM today.", 1),
+    ("a@b.example and c@d.example", 2),
+    ("No address here, just an @ sign.", 0),
+])
+def test_emails_are_replaced_and_counted(text, emails):
+    out, n_email, n_ip = replace_pii(text, PiiParams())
+    assert n_email == emails and n_ip == 0
+    assert ("example.com" in out or "example.org" in out) if emails else out == text
+    assert "jane" not in out.lower() and "@d.example" not in out
+
+
+@pytest.mark.parametrize("ip,replaced", [
+    ("8.8.8.8", True), ("93.184.216.34", True),
+    ("192.168.1.20", False), ("10.0.0.1", False), ("127.0.0.1", False), ("172.16.5.4", False),
+    ("2606:4700:4700::1111", True), ("::1", False), ("fe80::1ff:fe23:4567:890a", False),
+    ("2001:db8::5", False),
+])
+def test_public_ips_are_replaced_private_ones_left(ip, replaced):
+    text = f"The server at {ip} answered."
+    out, _, n_ip = replace_pii(text, PiiParams())
+    assert (n_ip == 1) is replaced and ((ip in out) is not replaced)
+
+
+def test_times_and_versions_are_not_ips():
+    text = "Doors open at 12:30:45, version 1.2.3 ships, call 555-1234."
+    assert replace_pii(text, PiiParams()) == (text, 0, 0)
+
+
+def test_replacement_is_deterministic_and_configurable():
+    text = "mail bob@x.example from 8.8.8.8"
+    assert replace_pii(text, PiiParams()) == replace_pii(text, PiiParams())
+    out, n_email, n_ip = replace_pii(text, PiiParams(emails=False, ipv4_replacement=("0.0.0.0",)))
+    assert out == "mail bob@x.example from 0.0.0.0" and (n_email, n_ip) == (0, 1)
+    out, _, n_ip = replace_pii(text, PiiParams(only_public_ips=False, ips=False))
+    assert "8.8.8.8" in out and n_ip == 0
+
+
+def test_placeholders_are_not_replaced_again():
+    once, _, _ = replace_pii("see 8.8.8.8 and 2606:4700:4700::1111", PiiParams())
+    assert replace_pii(once, PiiParams())[2] == 0
