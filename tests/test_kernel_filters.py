@@ -3,6 +3,7 @@
 from collections import Counter
 
 import pyarrow as pa
+import pytest
 from conftest import real_file
 
 from pipelines.kernels.filters import FilterParams, GopherParams, decide_batch, gopher_measures
@@ -73,3 +74,35 @@ def test_real_pages_language_and_decisions():
     # one language decision and one status decision per document
     assert Counter(d["filter"] for d in decisions)["language"] == 16
     assert Counter(d["filter"] for d in decisions)["http_status_2xx"] == 16
+
+
+# fastText lid.176 on each page of the CC-MAIN-2020-34 excerpt (scores rounded to 2 places)
+EXCERPT_LANGUAGES = {
+    "http://003338.cn/l41/481397.html": ("zh", 0.91),
+    "http://01spb.ru/company/": ("ru", 0.98),
+    "http://035.psb556.com/24/i/u_1090813/article.html": ("zh", 0.99),
+    "http://037426.cn/": ("en", 0.90),  # a Chinese domain whose extracted main text is English
+    "http://041696.com/15477/list_6_4.html": ("zh", 0.99),
+    "http://044545.com/topic/20200207/015849.html": ("zh", 0.85),
+    "http://0513mt.com/index.php/art/detail/id/8884.html": ("zh", 1.00),
+    "http://05925.net/index.php/vod/type/id/53.html": ("zh", 0.98),
+    "http://06.live-radsport.ch/fahrerstatistik_801/Anthony_Ravard.html": ("de", 0.84),
+    "http://06.live-radsport.ch/tippspiel/stats_140_petzi.html": ("de", 0.96),
+    "http://0615235.com/02mjqjo%7Bibotij2.btq?odmbtt=106&tdmbtt=121": ("zh", 0.58),
+    "http://0755krk.com/76104/list_4_1.html": ("zh", 1.00),
+    "http://0760.jxtdw.com/area/sanxiang/": ("zh", 1.00),
+    "http://077678u.info/erxiaoshujinguang/list_6_2.html": ("zh", 0.95),
+    "http://0900-hovenier.nl/gelderland/oosterbeek/": ("nl", 0.98),
+    "http://096355.com/video/11073.html?11073-0-2": ("zh", 0.54),
+}
+
+
+def test_language_of_every_excerpt_page():
+    rows = [r for r in parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz")).rows if r["kind"] == "document"]
+    batch = pa.RecordBatch.from_pylist([{k: r[k] for k in ("doc_id", "text", "http_status")} for r in rows])
+    url = {r["doc_id"]: r["url"] for r in rows}
+    found = {url[d["doc_id"]]: (d["detail"], d["value"])
+             for d in decide_batch(batch, FilterParams()).to_pylist() if d["filter"] == "language"}
+    assert {u: lang for u, (lang, _) in found.items()} == {u: lang for u, (lang, _) in EXCERPT_LANGUAGES.items()}
+    for u, (_, score) in EXCERPT_LANGUAGES.items():
+        assert found[u][1] == pytest.approx(score, abs=0.006), u
