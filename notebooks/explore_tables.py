@@ -23,6 +23,7 @@ TABLES = [
     "bronze.quarantine",
     "silver.documents_dedup",
     "silver.duplicate_clusters",
+    "silver.dedup_index",
     "silver.documents_clean",
     "silver.filter_decisions",
     "gold.token_sequences",

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "explore_tables.py"
 TABLES = [
     "bronze.documents", "bronze.quarantine", "silver.documents_dedup", "silver.duplicate_clusters",
-    "silver.documents_clean", "silver.filter_decisions", "gold.token_sequences", "gold.document_tokens", "gold.embeddings",
+    "silver.dedup_index", "silver.documents_clean", "silver.filter_decisions", "gold.token_sequences", "gold.document_tokens", "gold.embeddings",
     "ops.runs", "ops.quality", "ops.ingest_log",
 ]
 STAGES = ["ingest", "dedup", "filter", "tokenize", "embed"]
