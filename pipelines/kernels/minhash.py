@@ -149,36 +149,6 @@ def band_hashes(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return _jit.band_hashes(np.ascontiguousarray(signatures, dtype=np.uint32), bands, rows)
 
 
-SIGNATURE_SCHEMA = pa.schema([
-    ("doc_id", pa.string()),
-    ("band", pa.int32()),
-    ("band_hash", pa.int64()),
-])
-
-
-def band_batch(batch: pa.RecordBatch, *, ngram: int, num_perm: int, seed: int,
-               bands: int, rows: int) -> pa.RecordBatch:
-    """``(doc_id, text)`` batch → one ``(doc_id, band, band_hash)`` row per document and band.
-
-    Documents with no shingles (empty text) get no rows: they cannot be near-duplicates.
-    """
-    keep, shingle_sets = [], []
-    for doc_id, text in zip(batch.column("doc_id").to_pylist(), batch.column("text").to_pylist()):
-        shingles = word_shingles(text or "", ngram)
-        if shingles:
-            keep.append(doc_id)
-            shingle_sets.append(shingles)
-    if not keep:
-        return pa.RecordBatch.from_pylist([], schema=SIGNATURE_SCHEMA)
-    hashes = band_hashes(minhash_signatures(shingle_sets, num_perm, seed), bands, rows)
-    return pa.RecordBatch.from_arrays(
-        [pa.array(np.repeat(keep, bands).tolist(), pa.string()),
-         pa.array(np.tile(np.arange(bands, dtype=np.int32), len(keep))),
-         pa.array(hashes.reshape(-1))],
-        schema=SIGNATURE_SCHEMA,
-    )
-
-
 #: One row per document: what the incremental dedup index keeps of it.
 INDEX_SCHEMA = pa.schema([
     ("doc_id", pa.string()),
