@@ -132,30 +132,13 @@ def _clicks_config(env: str, conf_dir: str | None, set_: list[str] | None, **key
 
 def _run_clicks_stage(cfg, stage: str, body) -> None:
     """Run ``body(ctx)`` as one ledgered stage with the run summary; exit 1 when it fails."""
-    import time
-    from datetime import datetime, timezone
+    from pipelines.runner import run_recorded
 
-    from pipelines import ledger
-    from pipelines.runner import print_summary
-    from pipelines.session import get_spark
-    from pipelines.stage import StageContext
-    from pipelines.tables import Lake
-    from rich.console import Console
-
-    spark = get_spark(cfg.spark)
-    ctx = StageContext(spark=spark, cfg=cfg, lake=Lake(spark, cfg.lake), run_id=ledger.new_run_id())
-    started, t0 = datetime.now(timezone.utc), time.perf_counter()
     try:
-        result = body(ctx)
+        run_recorded(cfg, stage, body)
     except Exception as exc:
-        run = ledger.StageRun(stage, started, time.perf_counter() - t0, "failed", error=str(exc)[:2000])
-        ledger.record(ctx, run)
-        print_summary(ctx.run_id, [run], Console())
         typer.echo(f"error: stage {stage} failed: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(1)
-    run = ledger.StageRun(stage, started, time.perf_counter() - t0, "succeeded", result)
-    ledger.record(ctx, run)
-    print_summary(ctx.run_id, [run], Console())
 
 
 @clicks_app.command("ingest")

@@ -70,6 +70,27 @@ def run_pipeline(cfg: Config, stages: tuple[str, ...] = STAGES, console: Console
     return runs
 
 
+def run_recorded(cfg: Config, stage: str, body, console: Console | None = None) -> ledger.StageRun:
+    """Run ``body(ctx)`` (returning a StageResult) as one stage outside the pipeline order: record
+    it in ``ops.runs`` and print the summary. Re-raises the stage's exception after recording the
+    failed run."""
+    console = console or Console()
+    spark = get_spark(cfg.spark)
+    ctx = StageContext(spark=spark, cfg=cfg, lake=Lake(spark, cfg.lake), run_id=ledger.new_run_id())
+    started, t0 = datetime.now(timezone.utc), time.perf_counter()
+    try:
+        result = body(ctx)
+    except Exception as exc:
+        run = ledger.StageRun(stage, started, time.perf_counter() - t0, "failed", error=str(exc)[:2000])
+        ledger.record(ctx, run)
+        print_summary(ctx.run_id, [run], console)
+        raise
+    run = ledger.StageRun(stage, started, time.perf_counter() - t0, "succeeded", result)
+    ledger.record(ctx, run)
+    print_summary(ctx.run_id, [run], console)
+    return run
+
+
 def print_summary(run_id: str, runs: list[ledger.StageRun], console: Console) -> None:
     table = Table(title=f"crawlake run {run_id}")
     for col in ("stage", "status", "rows in", "rows out", "quarantined", "seconds"):

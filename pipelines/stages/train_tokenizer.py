@@ -10,8 +10,6 @@ it through ``--set tokenize.tokenizer=<path>``.
 
 from __future__ import annotations
 
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import fsspec
@@ -72,22 +70,6 @@ def train(cfg: Config, console: Console | None = None) -> ledger.StageRun:
 
     Re-raises the stage's exception after recording the failed run.
     """
-    from pipelines.runner import print_summary
-    from pipelines.session import get_spark
-    from pipelines.tables import Lake
+    from pipelines.runner import run_recorded
 
-    console = console or Console()
-    spark = get_spark(cfg.spark)
-    ctx = StageContext(spark=spark, cfg=cfg, lake=Lake(spark, cfg.lake), run_id=ledger.new_run_id())
-    started, t0 = datetime.now(timezone.utc), time.perf_counter()
-    try:
-        result = run(ctx)
-    except Exception as exc:
-        failed = ledger.StageRun(STAGE, started, time.perf_counter() - t0, "failed", error=str(exc)[:2000])
-        ledger.record(ctx, failed)
-        print_summary(ctx.run_id, [failed], console)
-        raise
-    done = ledger.StageRun(STAGE, started, time.perf_counter() - t0, "succeeded", result)
-    ledger.record(ctx, done)
-    print_summary(ctx.run_id, [done], console)
-    return done
+    return run_recorded(cfg, STAGE, run, console)
