@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 dbutils.widgets.text("lake_root", "./lake")
 lake_root = dbutils.widgets.get("lake_root").rstrip("/")
 
-STAGES = ["ingest", "dedup", "filter", "tokenize", "embed"]
+STAGES = ["ingest", "dedup", "filter", "tokenize", "embed", "index"]
 TABLES = [
     "bronze.documents",
     "bronze.quarantine",
@@ -29,6 +29,7 @@ TABLES = [
     "gold.token_sequences",
     "gold.document_tokens",
     "gold.embeddings",
+    "gold.index_manifest",
     "ops.runs",
     "ops.quality",
     "ops.ingest_log",
@@ -226,15 +227,26 @@ display(seqs.select("seq_id", "num_tokens", "doc_boundaries", F.slice("input_ids
 embeddings = load("gold.embeddings")
 norm = F.sqrt(F.aggregate("vector", F.lit(0.0), lambda acc, x: acc + x.cast("double") * x.cast("double")))
 display(
-    embeddings.groupBy("model")
+    embeddings.groupBy("model", "model_revision")
     .agg(
         F.count("*").alias("vectors"),
         F.countDistinct("doc_id").alias("documents"),
         F.collect_set(F.size("vector")).alias("dimensions"),
         F.round(F.avg(norm), 4).alias("avg_norm"),
     )
-    .orderBy("model")
+    .orderBy("model", "model_revision")
 )
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## Vector index
+# MAGIC
+# MAGIC One row per FAISS shard: its type, rows and the embeddings version it was built from.
+
+# COMMAND ----------
+
+display(load("gold.index_manifest").orderBy("model", "model_revision", "shard"))
 
 # COMMAND ----------
 

@@ -15,7 +15,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Common Crawl
 
 @app.callback()
 def _root() -> None:
-    """crawlake: staged Spark/Delta pipeline (ingest, dedup, filter, tokenize, embed)."""
+    """crawlake: staged Spark/Delta pipeline (ingest, dedup, filter, tokenize, embed, index)."""
 
 
 @app.command()
@@ -103,6 +103,41 @@ def train_tokenizer(
         typer.echo(f"error: stage {stage.STAGE} failed: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(1)
     typer.echo(done.result.notes["path"])
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="Query text")],
+    k: Annotated[int, typer.Option("--k", "-k", min=1, help="Hits to return")] = 10,
+    chunks: Annotated[bool, typer.Option("--chunks", help="One hit per chunk instead of one per document")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per hit")] = False,
+    lake_root: Annotated[Optional[str], typer.Option(help="Lake root folder (overrides lake.root)")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Config override key=value (repeatable)")] = None,
+    env: Annotated[str, typer.Option(help="Config overlay: conf/<env>.yaml")] = "local",
+    conf_dir: Annotated[Optional[str], typer.Option(help="Folder with base.yaml and overlays")] = None,
+) -> None:
+    """Embed QUERY, search every index shard, print the merged top k (doc_id, score, url, snippet)."""
+    import dataclasses
+    import json
+
+    from pipelines.search import Searcher
+
+    overrides = list(set_ or []) + ([f"lake.root={lake_root}"] if lake_root else [])
+    try:
+        cfg = load_config(env, overrides, conf_dir)
+    except ConfigError as exc:
+        typer.echo(f"config error: {exc}", err=True)
+        raise typer.Exit(2)
+    try:
+        hits = Searcher(cfg).search(query, k, per_document=not chunks)
+    except (FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
+    for rank, hit in enumerate(hits, 1):
+        if as_json:
+            typer.echo(json.dumps({"rank": rank, **dataclasses.asdict(hit)}, ensure_ascii=False))
+        else:
+            typer.echo(f"{rank:>3}  {hit.score:.4f}  {hit.doc_id}  {hit.url or '-'}\n       {hit.snippet}")
 
 
 # ----------------------------------------------------------------------------- click logs

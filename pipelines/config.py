@@ -214,8 +214,33 @@ class TokenizeConfig(_Strict):
 class EmbedConfig(_Strict):
     model: str = "default"
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    batch_size: int = Field(64, ge=1)
+    precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
+    tokens_per_batch: int = Field(0, ge=0)
+    max_batch_size: int = Field(512, ge=1)
     chunk_overlap_tokens: int = Field(32, ge=0)
+    max_chunk_tokens: int = Field(0, ge=0)
+    refresh: bool = True
+    engine: Literal["spark", "dask"] = "spark"
+    dask_scheduler: str | None = None
+    dask_workers: int = Field(2, ge=1)
+
+
+class IndexConfig(_Strict):
+    """FAISS vector index over ``gold.embeddings`` (see :mod:`pipelines.kernels.index`)."""
+    type: Literal["flat", "hnsw", "ivfpq"] = "hnsw"
+    shards: int = Field(4, ge=1)
+    path: str | None = None
+    hnsw_m: int = Field(32, ge=2)
+    ef_construction: int = Field(200, ge=1)
+    ef_search: int = Field(128, ge=1)
+    nlist: int | None = Field(None, ge=1)
+    pq_m: int | None = Field(None, ge=1)
+    nbits: int = Field(8, ge=1, le=16)
+    nprobe: int = Field(32, ge=1)
+    refine_k_factor: int = Field(4, ge=0)
+    train_sample: int = Field(100_000, ge=1)
+    target_recall: float = Field(0.95, ge=0.0, le=1.0)
+    seed: int = 0
 
 
 class ClicksConfig(_Strict):
@@ -241,6 +266,7 @@ class Config(_Strict):
     filter: FilterConfig = FilterConfig()
     tokenize: TokenizeConfig = TokenizeConfig()
     embed: EmbedConfig = EmbedConfig()
+    index: IndexConfig = IndexConfig()
     clicks: ClicksConfig = ClicksConfig()
 
     def hash(self) -> str:

@@ -13,11 +13,12 @@ from pipelines import ledger
 from pipelines.config import Config
 from pipelines.session import get_spark
 from pipelines.stage import StageContext, StageResult
-from pipelines.stages import dedup, embed, filter as filter_stage, ingest, tokenize
+from pipelines.stages import dedup, embed, filter as filter_stage, index, ingest, tokenize
 from pipelines.tables import Lake
 
-STAGES = ("ingest", "dedup", "filter", "tokenize", "embed")
-_RUNNERS = {"dedup": dedup.run, "filter": filter_stage.run, "tokenize": tokenize.run, "embed": embed.run}
+STAGES = ("ingest", "dedup", "filter", "tokenize", "embed", "index")
+_RUNNERS = {"dedup": dedup.run, "filter": filter_stage.run, "tokenize": tokenize.run, "embed": embed.run,
+            "index": index.run}
 
 
 class StageFailed(RuntimeError):

@@ -110,6 +110,25 @@ class Lake:
         (self._delta(spec).alias("t").merge(df.alias("s"), cond)
          .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
 
+    def insert_new(self, spec: TableSpec, df: DataFrame) -> None:
+        """Insert the rows of ``df`` whose keys the table lacks (an insert-only MERGE: a retried
+        write adds nothing twice, and a concurrent writer of the same keys conflicts)."""
+        df = self.conform(spec, df)
+        if not self.exists(spec):
+            self.overwrite(spec, df)
+            return
+        cond = " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.keys)
+        self._delta(spec).alias("t").merge(df.alias("s"), cond).whenNotMatchedInsertAll().execute()
+
+    def delete_matching(self, spec: TableSpec, keys: DataFrame, on: tuple[str, ...], where: str | None = None) -> None:
+        """Delete the rows whose ``on`` columns match a row of ``keys`` (and, if given, the SQL
+        predicate ``where`` over the table's columns prefixed ``t.``), in one MERGE; no-op on a
+        missing table. The key set stays distributed, however large."""
+        if not self.exists(spec):
+            return
+        cond = " AND ".join([f"t.`{k}` = s.`{k}`" for k in on] + ([f"({where})"] if where else []))
+        self._delta(spec).alias("t").merge(keys.select(*on).distinct().alias("s"), cond).whenMatchedDelete().execute()
+
     def append(self, spec: TableSpec, df: DataFrame) -> None:
         """Append rows; only for append-only ledgers keyed by a fresh run id."""
         self._save(spec, self._writer(spec, df, "append"))

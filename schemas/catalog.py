@@ -191,9 +191,33 @@ GOLD_EMBEDDINGS = TableSpec(
         ("vector", ArrayType(FloatType(), False), False),  # L2-normalized, float32[dim]
         ("dim", _INT, False),
         ("model", _STR, False),
+        ("model_revision", _STR, False),  # hub commit or digest of the model's files
     ),
-    keys=("doc_id", "chunk_id", "model"),
-    description="Sentence embeddings of document chunks.",
+    keys=("doc_id", "chunk_id", "model", "model_revision"),
+    description="Sentence embeddings of document chunks; one set per model revision.",
+)
+
+GOLD_INDEX_MANIFEST = TableSpec(
+    "gold", "index_manifest",
+    _s(
+        ("model", _STR, False),
+        ("model_revision", _STR, False),
+        ("shard", _INT, False),
+        ("path", _STR, False),            # the FAISS index file; <path>.ids.parquet maps its rows
+        ("index_type", _STR, False),      # the type built (a small shard falls back to flat)
+        ("rows", _LONG, False),
+        ("dim", _INT, False),
+        ("fingerprint", _STR, False),     # of the shard's (doc_id, chunk_id) set: unchanged = not rebuilt
+        ("ef_search", _INT, False),       # search-time settings tuned to index.target_recall
+        ("nprobe", _INT, False),
+        ("refine_k_factor", _INT, False),
+        ("tuned_recall", _DBL, False),    # recall@10 vs exact search they reached on the shard
+        ("embeddings_version", _LONG, False),
+        ("built_at", _TS, False),
+        ("build_s", _DBL, False),
+    ),
+    keys=("model", "model_revision", "shard"),
+    description="One row per FAISS index shard of gold.embeddings.",
 )
 
 OPS_RUNS = TableSpec(
@@ -341,7 +365,7 @@ CLICK_TABLES: tuple[TableSpec, ...] = (
 WARC_FLOW_TABLES: tuple[TableSpec, ...] = (
     BRONZE_DOCUMENTS, BRONZE_QUARANTINE, SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS, SILVER_DEDUP_INDEX,
     SILVER_DOCUMENTS_CLEAN, SILVER_FILTER_DECISIONS, GOLD_TOKEN_SEQUENCES, GOLD_DOCUMENT_TOKENS, GOLD_EMBEDDINGS,
-    OPS_RUNS, OPS_QUALITY, OPS_INGEST_LOG,
+    GOLD_INDEX_MANIFEST, OPS_RUNS, OPS_QUALITY, OPS_INGEST_LOG,
 )
 #: Every table; other flows (click logs, ...) add theirs here.
 ALL_TABLES: tuple[TableSpec, ...] = WARC_FLOW_TABLES + CLICK_TABLES

@@ -20,7 +20,7 @@ from databricks.sdk.service.jobs import JobSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE_FILE = ROOT / "databricks.yml"
-STAGES = ["ingest", "dedup", "filter", "tokenize", "embed"]
+STAGES = ["ingest", "dedup", "filter", "tokenize", "embed", "index"]
 STAGE_JOBS = {f"crawlake_{s}": s for s in STAGES}
 PIPELINE_JOB = "crawlake_pipeline"
 # Click-log jobs: job -> its tasks in order, each running jobs/<task_key>.py.

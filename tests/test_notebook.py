@@ -13,10 +13,10 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "explore_tables.py"
 TABLES = [
     "bronze.documents", "bronze.quarantine", "silver.documents_dedup", "silver.duplicate_clusters",
-    "silver.dedup_index", "silver.documents_clean", "silver.filter_decisions", "gold.token_sequences", "gold.document_tokens", "gold.embeddings",
+    "silver.dedup_index", "silver.documents_clean", "silver.filter_decisions", "gold.token_sequences", "gold.document_tokens", "gold.embeddings", "gold.index_manifest",
     "ops.runs", "ops.quality", "ops.ingest_log",
 ]
-STAGES = ["ingest", "dedup", "filter", "tokenize", "embed"]
+STAGES = ["ingest", "dedup", "filter", "tokenize", "embed", "index"]
 
 
 def _load_runner():

@@ -44,7 +44,7 @@ def test_sample_run_every_stage_does_something(spark, sample_lake):
 def test_sample_run_ledger_and_quality_results(spark, sample_lake):
     runs = read_table(spark, sample_lake, "ops.runs")
     assert sorted(r.stage for r in runs.filter("status = 'succeeded'").collect()) == sorted(
-        ["ingest", "dedup", "filter", "tokenize", "embed"])
+        ["ingest", "dedup", "filter", "tokenize", "embed", "index"])
     quality = read_table(spark, sample_lake, "ops.quality")
     assert quality.filter("table_name = 'bronze.documents'").count() >= 5
     assert quality.filter("NOT success").count() == 0

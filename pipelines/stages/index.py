@@ -1,0 +1,152 @@
+"""index: ``gold.embeddings`` → FAISS index shards + ``gold.index_manifest``.
+
+The configured model revision's vectors are split into ``index.shards`` shards by
+``pmod(xxhash64(doc_id), shards)`` (a document's chunks stay together). Each shard's content
+fingerprint (row count and an order-free sum of row hashes, with the index parameters) is compared
+with the manifest: only shards whose rows or parameters changed, or whose files are gone, are
+rebuilt, one Spark task each (``applyInArrow``). A task builds the shard, tunes its search effort
+(ef_search or nprobe) until recall@10 against exact search reaches ``index.target_recall`` on a
+sample of its own vectors (:func:`~pipelines.kernels.index.tune_search`), and writes ``<dir>/shard-NNNNN-<fp>.faiss`` and
+its row map ``.ids.parquet`` (doc_id, chunk_id, char_start, char_end in index-id order). The
+manifest rows of this revision are then replaced in one commit, and files no manifest row names
+any more are removed. ``<dir>`` is ``<index.path or lake root/_index>/<model>/<revision>``; any
+fsspec URL works, since shards are written as bytes (``faiss.serialize_index``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from datetime import datetime, timezone
+
+import pyarrow as pa
+from pyspark.sql import functions as F
+
+from pipelines.config import Config, IndexConfig
+from pipelines.kernels.embed import EmbedParams, resolve_model
+from pipelines.kernels.index import IndexParams
+from pipelines.stage import StageContext, StageResult
+from pipelines.stages.embed import embed_params, revision_predicate
+from schemas.catalog import GOLD_EMBEDDINGS, GOLD_INDEX_MANIFEST
+
+ROW_MAP_COLUMNS = ("doc_id", "chunk_id", "char_start", "char_end")
+
+
+def index_params(cfg: IndexConfig) -> IndexParams:
+    return IndexParams(type=cfg.type, hnsw_m=cfg.hnsw_m, ef_construction=cfg.ef_construction, ef_search=cfg.ef_search,
+                       nlist=cfg.nlist, pq_m=cfg.pq_m, nbits=cfg.nbits, nprobe=cfg.nprobe,
+                       refine_k_factor=cfg.refine_k_factor, train_sample=cfg.train_sample, seed=cfg.seed)
+
+
+def index_dir(cfg: Config, params: EmbedParams) -> str:
+    """Where this model revision's shard files live."""
+    base = (cfg.index.path or f"{cfg.lake.root.rstrip('/')}/_index").rstrip("/")
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", params.model_label).strip("_")
+    return f"{base}/{slug}/{params.model_revision}"
+
+
+def _build_shard(table: pa.Table, *, directory: str, params: IndexParams, target_recall: float, fingerprints: dict,
+                 version: int) -> pa.Table:
+    """One shard's rows → its files, and its manifest row (runs in a Spark Python worker)."""
+    import fsspec
+    import faiss
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from pipelines.kernels.index import build_index, tune_search
+
+    t0 = time.perf_counter()
+    shard = table.column("shard")[0].as_py()
+    table = table.sort_by([("doc_id", "ascending"), ("chunk_id", "ascending")])  # a reproducible id order
+    vectors = table.column("vector").combine_chunks()
+    dim = table.column("dim")[0].as_py()
+    matrix = np.asarray(vectors.values.to_numpy(zero_copy_only=False), np.float32).reshape(len(table), dim)
+    index, built = build_index(matrix, params)
+    tuned, recall = tune_search(index, matrix, params, target_recall) if target_recall > 0 else (params, float("nan"))
+    fp = fingerprints[shard]
+    path = f"{directory}/shard-{shard:05d}-{fp[:12]}.faiss"
+    with fsspec.open(path, "wb", auto_mkdir=True) as f:
+        f.write(faiss.serialize_index(index).tobytes())
+    with fsspec.open(path + ".ids.parquet", "wb") as f:
+        pq.write_table(table.select(list(ROW_MAP_COLUMNS)), f)
+    return pa.table({
+        "shard": pa.array([shard], pa.int32()), "path": [path], "index_type": [built],
+        "rows": pa.array([len(table)], pa.int64()), "dim": pa.array([dim], pa.int32()), "fingerprint": [fp],
+        "ef_search": pa.array([tuned.ef_search], pa.int32()), "nprobe": pa.array([tuned.nprobe], pa.int32()),
+        "refine_k_factor": pa.array([tuned.refine_k_factor], pa.int32()), "tuned_recall": [recall],
+        "embeddings_version": pa.array([version], pa.int64()), "build_s": [time.perf_counter() - t0],
+    })
+
+
+def run(ctx: StageContext) -> StageResult:
+    import fsspec
+
+    lake, cfg = ctx.lake, ctx.cfg
+    emb_params = embed_params(cfg.embed, resolve_model(cfg.embed.model))
+    params = index_params(cfg.index)
+    mine = revision_predicate(emb_params)
+    version = lake.version(GOLD_EMBEDDINGS) or 0
+    directory = index_dir(cfg, emb_params)
+    settings = hashlib.sha256(json.dumps([cfg.index.model_dump(exclude={"path"})], sort_keys=True).encode()).hexdigest()[:8]
+
+    rows = (lake.read(GOLD_EMBEDDINGS).filter(mine)
+            .withColumn("shard", F.pmod(F.xxhash64("doc_id"), F.lit(cfg.index.shards)).cast("int")))
+    sums = (rows.groupBy("shard")
+            .agg(F.count("*").alias("n"),
+                 F.sum(F.xxhash64("doc_id", "chunk_id", "char_start", "char_end", "vector").cast("decimal(38,0)")).alias("h"))
+            .collect())
+    fingerprints = {r.shard: hashlib.sha256(f"{settings}:{r.n}:{r.h}".encode()).hexdigest()[:16] for r in sums}
+
+    manifest = lake.read(GOLD_INDEX_MANIFEST).filter(mine)
+    old = {r.shard: r.asDict() for r in manifest.collect()}
+
+    def exists(path: str) -> bool:
+        fs, p = fsspec.core.url_to_fs(path)
+        return fs.exists(p) and fs.exists(p + ".ids.parquet")
+
+    keep = {s: old[s] for s, fp in fingerprints.items() if s in old and old[s]["fingerprint"] == fp and exists(old[s]["path"])}
+    todo = sorted(set(fingerprints) - set(keep))
+    built = []
+    if todo:
+        schema = GOLD_INDEX_MANIFEST.schema
+        out_schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields
+                               if f.name not in ("model", "model_revision", "built_at"))
+
+        def build(table: pa.Table) -> pa.Table:  # type hints: how applyInArrow tells the table API
+            return _build_shard(table, directory=directory, params=params, target_recall=cfg.index.target_recall,
+                                fingerprints=fingerprints, version=version)
+
+        built = [r.asDict() for r in (rows.filter(F.col("shard").isin(todo))
+                                      .select("shard", *ROW_MAP_COLUMNS, "vector", "dim")
+                                      .repartition(min(len(todo), ctx.spark.sparkContext.defaultParallelism), "shard")
+                                      .groupBy("shard").applyInArrow(build, out_schema).collect())]
+    now = datetime.now(timezone.utc)
+    entries = list(keep.values()) + [
+        {**r, "model": emb_params.model_label, "model_revision": emb_params.model_revision, "built_at": now} for r in built]
+    lake.replace_where(GOLD_INDEX_MANIFEST, ctx.spark.createDataFrame(entries, GOLD_INDEX_MANIFEST.schema), mine)
+    _remove_unlisted(directory, {e["path"] for e in entries})
+    return StageResult(
+        rows_in=sum(r.n for r in sums), rows_out=sum(e["rows"] for e in entries),
+        input_versions={GOLD_EMBEDDINGS.qualified_name: version},
+        output_versions={GOLD_INDEX_MANIFEST.qualified_name: lake.version(GOLD_INDEX_MANIFEST)},
+        notes={"index_type": cfg.index.type, "shards": len(entries), "shards_rebuilt": len(built),
+               "min_tuned_recall": round(min((e["tuned_recall"] for e in entries), default=1.0), 4),
+               "shards_unchanged": len(keep), "built_types": ",".join(sorted({e["index_type"] for e in entries})),
+               "dir": directory},
+    )
+
+
+def _remove_unlisted(directory: str, listed: set[str]) -> None:
+    """Delete shard files of this revision that the manifest no longer names (after its commit)."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(directory)
+    if not fs.exists(root):
+        return
+    keep = {fsspec.core.url_to_fs(p)[1] for p in listed}
+    keep |= {p + ".ids.parquet" for p in keep}
+    for path in fs.ls(root, detail=False):
+        if path not in keep and (path.endswith(".faiss") or path.endswith(".faiss.ids.parquet")):
+            fs.rm(path)

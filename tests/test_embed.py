@@ -1,0 +1,319 @@
+"""The embedding kernel, the embed stage on Spark and on Dask, refresh, and model revisions.
+
+One lake per module: the Common Crawl 2020 excerpt (16 real pages, Chinese and Russian among
+them) and the Internet Archive 2008 crawl's FAQ answers (short English pages) ingested and
+published as clean, then embedded with the default model on CPU.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from conftest import lake_config, read_table, real_file
+
+from pipelines.kernels.embed import (EmbedParams, ModelRef, chunk_documents, embed_batch, load_model, plan_batches,
+                                     resolve_model)
+
+CPU = EmbedParams(device="cpu")
+
+
+def with_inputs(cfg, *names):
+    return cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"input": [real_file(n) for n in names]})})
+
+
+# -- kernel ----------------------------------------------------------------------------------------
+
+def test_plan_batches_covers_every_row_once_within_the_token_budget():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 300, size=1000)
+    batches = plan_batches(lengths, 4096, 64)
+    flat = np.concatenate(batches)
+    assert sorted(flat.tolist()) == list(range(1000))
+    for b in batches:
+        assert len(b) <= 64
+        assert len(b) == 1 or len(b) * lengths[b].max() <= 4096
+    assert [lengths[b].max() for b in batches] == sorted((lengths[b].max() for b in batches), reverse=True)
+    assert len(plan_batches(np.array([10_000]), 512, 8)) == 1  # an over-long row is its own batch
+
+
+def test_chunks_cover_the_text_in_overlapping_windows_of_at_most_the_model_length():
+    text = " ".join(f"word{i}" for i in range(2000))
+    params = EmbedParams(device="cpu", max_chunk_tokens=100, overlap=20)
+    doc_index, spans = chunk_documents([text, "", "short text"], params)
+    assert set(doc_index.tolist()) == {0, 2}  # an empty text has no chunks
+    first = [s for d, s in zip(doc_index, spans) if d == 0]
+    assert first[0][0] == 0 and first[-1][1] == len(text)
+    assert all(n <= 100 for _, _, n in first)
+    assert all(b[0] < a[1] for a, b in zip(first, first[1:]))  # consecutive windows overlap
+    tok = load_model("default", "cpu", "auto").tokenizer
+    for s, e, n in first:  # the window's text re-tokenizes to its token count (give or take a split word)
+        assert abs(len(tok(text[s:e], add_special_tokens=False)["input_ids"]) - n) <= 2
+
+
+def test_overlap_not_smaller_than_window_is_an_error():
+    with pytest.raises(ValueError, match="overlap"):
+        chunk_documents(["some text " * 50], EmbedParams(device="cpu", max_chunk_tokens=16, overlap=16))
+
+
+def test_embed_batch_rows_match_sentence_transformers_on_real_pages():
+    from pipelines.kernels.warc import parse_warc_file
+
+    rows = [r for r in parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz")).rows if r["kind"] == "document"][:5]
+    batch = pa.RecordBatch.from_pydict({"doc_id": [r["doc_id"] for r in rows], "text": [r["text"] for r in rows]})
+    out = embed_batch(batch, CPU).to_pydict()
+    texts = {r["doc_id"]: r["text"] for r in rows}
+    chunks = [texts[d][s:e] for d, s, e in zip(out["doc_id"], out["char_start"], out["char_end"])]
+    want = load_model("default", "cpu", "auto").encode(chunks, normalize_embeddings=True, batch_size=32)
+    got = np.asarray(out["vector"], np.float32)
+    assert got.shape == want.shape and got.shape[1] == 384
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    for d in set(out["doc_id"]):  # chunk ids count from 0 per document
+        ids = [c for doc, c in zip(out["doc_id"], out["chunk_id"]) if doc == d]
+        assert ids == list(range(len(ids)))
+    assert set(out["model"]) == {"sentence-transformers/all-MiniLM-L6-v2"}
+    assert set(out["model_revision"]) == {resolve_model("default").revision}
+
+
+def test_model_revision_follows_the_weights(tmp_path):
+    ref = resolve_model("default")
+    copy = tmp_path / "minilm"
+    shutil.copytree(ref.source, copy)
+    assert resolve_model(str(copy)) == ModelRef(str(copy), str(copy), ref.revision)
+    (copy / "config.json").write_text((copy / "config.json").read_text() + "\n")
+    from pipelines.kernels.embed import _folder_digest
+
+    _folder_digest.cache_clear()
+    assert resolve_model(str(copy)).revision != ref.revision
+    with pytest.raises(FileNotFoundError):
+        resolve_model(str(tmp_path / "no-such-model"))
+
+
+def test_precision_other_than_fp32_on_cpu_is_an_error():
+    with pytest.raises(ValueError, match="GPU"):
+        load_model("default", "cpu", "fp16")
+
+
+# -- stage -----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def lake(spark, tmp_path_factory):
+    """The excerpt and the FAQ pages ingested and published as clean, embedded on Spark."""
+    from pyspark.sql import functions as F
+
+    from pipelines.runner import run_pipeline
+    from pipelines.tables import Lake
+    from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DOCUMENTS_CLEAN
+
+    root = tmp_path_factory.mktemp("embed_lake")
+    cfg = with_inputs(lake_config(root, "embed.device=cpu"), "cc-main-2020-34-excerpt.warc.gz",
+                      "ia-heritrix-2008-example.warc.gz")
+    run_pipeline(cfg, stages=("ingest",))
+    lake = Lake(spark, cfg.lake)
+    docs = lake.read(BRONZE_DOCUMENTS).filter(
+        F.col("source_file").endswith("cc-main-2020-34-excerpt.warc.gz") | F.col("url").contains("/faq.php?faq_id="))
+    lake.overwrite(SILVER_DOCUMENTS_CLEAN, docs.select(
+        "*", F.lit(None).cast("string").alias("language"), F.lit(None).cast("double").alias("language_score")))
+    runs = run_pipeline(cfg, stages=("embed",))
+    return cfg, lake, runs[-1]
+
+
+def vectors(spark, root, where="true"):
+    rows = read_table(spark, root, "gold.embeddings").filter(where).collect()
+    return {(r.doc_id, r.chunk_id): (r.char_start, r.char_end, np.asarray(r.vector, np.float32)) for r in rows}
+
+
+def test_spark_vectors_equal_sentence_transformers_encode(spark, lake):
+    cfg, _, run = lake
+    root = Path(cfg.lake.root)
+    texts = {r.doc_id: r.text for r in read_table(spark, root, "silver.documents_clean").collect()}
+    got = vectors(spark, root)
+    assert {d for d, _ in got} == {d for d, t in texts.items() if t.strip()}
+    keys = sorted(got)
+    chunks = [texts[d][got[(d, c)][0]:got[(d, c)][1]] for d, c in keys]
+    want = load_model("default", "cpu", "auto").encode(chunks, normalize_embeddings=True, batch_size=32)
+    np.testing.assert_allclose(np.stack([got[k][2] for k in keys]), want, atol=1e-5)
+    assert run.result.notes["documents_embedded"] == len(texts)
+
+
+def test_rerun_embeds_nothing_and_changes_nothing(spark, lake):
+    from pipelines.runner import run_pipeline
+
+    cfg, _, _ = lake
+    before = vectors(spark, Path(cfg.lake.root))
+    run = run_pipeline(cfg, stages=("embed",))[-1]
+    assert run.result.notes["documents_embedded"] == 0
+    assert run.result.notes["documents_unchanged"] == run.result.rows_in
+    after = vectors(spark, Path(cfg.lake.root))
+    assert after.keys() == before.keys()
+    assert all(np.array_equal(after[k][2], before[k][2]) for k in before)
+
+
+def test_refresh_embeds_new_documents_and_drops_removed_ones(spark, lake, tmp_path):
+    from pyspark.sql import functions as F
+
+    from pipelines.runner import run_pipeline
+    from pipelines.tables import Lake
+    from schemas.catalog import SILVER_DOCUMENTS_CLEAN
+
+    cfg, _, _ = lake
+    root = tmp_path / "lake"
+    shutil.copytree(cfg.lake.root, root)
+    cfg2 = cfg.model_copy(update={"lake": cfg.lake.model_copy(update={"root": str(root)})})
+    lake2 = Lake(spark, cfg2.lake)
+    clean = lake2.read(SILVER_DOCUMENTS_CLEAN).localCheckpoint()
+    ids = sorted(r.doc_id for r in clean.select("doc_id").collect())
+    removed, changed = ids[0], ids[1]
+    new_clean = (clean.filter(F.col("doc_id") != removed)
+                 .withColumn("doc_id", F.when(F.col("doc_id") == changed, F.lit("new-doc")).otherwise(F.col("doc_id"))))
+    lake2.overwrite(SILVER_DOCUMENTS_CLEAN, new_clean)
+    before = vectors(spark, root)
+    run = run_pipeline(cfg2, stages=("embed",))[-1]
+    assert run.result.notes["documents_embedded"] == 1 and run.result.notes["documents_removed"] == 2
+    after = vectors(spark, root)
+    assert {d for d, _ in after} == (set(ids) - {removed, changed}) | {"new-doc"}
+    for key in after:
+        if key[0] != "new-doc":  # untouched documents keep their vectors bit for bit
+            assert np.array_equal(after[key][2], before[key][2])
+    moved = sorted(k for k in after if k[0] == "new-doc")
+    assert [c for _, c in moved] == sorted(c for d, c in before if d == changed)
+    for _, c in moved:  # re-embedded in another batch: equal up to float rounding
+        np.testing.assert_allclose(after[("new-doc", c)][2], before[(changed, c)][2], atol=1e-5)
+
+
+def test_another_model_revision_writes_alongside(spark, lake, tmp_path):
+    from pipelines.runner import run_pipeline
+
+    cfg, _, _ = lake
+    root = tmp_path / "lake"
+    shutil.copytree(cfg.lake.root, root)
+    model = tmp_path / "retrained"
+    shutil.copytree(resolve_model("default").source, model)
+    (model / "config.json").write_text((model / "config.json").read_text() + "\n")  # a new revision
+    cfg2 = lake_config(root, "embed.device=cpu", f"embed.model={model}")
+    run_pipeline(cfg2, stages=("embed",))
+    emb = read_table(spark, root, "gold.embeddings")
+    per_model = {(r.model, r.model_revision): r["count"] for r in emb.groupBy("model", "model_revision").count().collect()}
+    assert len(per_model) == 2 and len(set(per_model.values())) == 1, per_model
+
+
+def test_dask_engine_writes_the_same_vectors_as_spark(spark, lake, tmp_path):
+    from deltalake import DeltaTable
+
+    from pipelines.engines.dask_embed import embed_table
+    from schemas.catalog import GOLD_EMBEDDINGS, SILVER_DOCUMENTS_CLEAN
+
+    cfg, lake_, _ = lake
+    out = str(tmp_path / "embeddings")
+    params = EmbedParams(device="cpu", model_revision=resolve_model("default").revision)
+    counts = embed_table(lake_.location(SILVER_DOCUMENTS_CLEAN), out, params, workers=2)
+    assert counts["documents_embedded"] == counts["documents"] == lake_.read(SILVER_DOCUMENTS_CLEAN).count()
+    dask_rows = DeltaTable(out).to_pyarrow_table().to_pylist()
+    spark_rows = vectors(spark, Path(cfg.lake.root))
+    assert {(r["doc_id"], r["chunk_id"]) for r in dask_rows} == set(spark_rows)
+    for r in dask_rows:
+        start, end, vec = spark_rows[(r["doc_id"], r["chunk_id"])]
+        assert (r["char_start"], r["char_end"]) == (start, end)
+        np.testing.assert_allclose(np.asarray(r["vector"], np.float32), vec, atol=1e-6)
+    # Spark reads what deltalake wrote, with the catalog's schema.
+    assert spark.read.format("delta").load(out).schema == GOLD_EMBEDDINGS.schema
+    assert embed_table(lake_.location(SILVER_DOCUMENTS_CLEAN), out, params, workers=1)["documents_embedded"] == 0
+
+
+# -- index and search ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def indexed(lake):
+    from pipelines.runner import run_pipeline
+
+    cfg, _, _ = lake
+    return run_pipeline(cfg, stages=("index",))[-1]
+
+
+def english_queries(texts: dict[str, str]) -> dict[str, str]:
+    """For each English page (the default model's language), its longest sentence found in no
+    other page."""
+    import re
+
+    from pipelines.kernels.filters.language import detect_language
+
+    ids = sorted(texts)
+    out = {}
+    for doc_id, (lang, _) in zip(ids, detect_language([texts[d] for d in ids])):
+        sentences = [x.strip() for x in re.split(r"(?<=[.!?])\s+|\n+", texts[doc_id]) if x.strip()]
+        sentences = [x for x in sentences if not any(x in t for d, t in texts.items() if d != doc_id)]
+        if lang == "en" and sentences:
+            out[doc_id] = max(sentences, key=lambda x: (len(x.split()), x))
+    return out
+
+
+def test_index_manifest_covers_every_vector_once(spark, lake, indexed):
+    import pyarrow.parquet as pq
+
+    cfg, _, _ = lake
+    root = Path(cfg.lake.root)
+    manifest = read_table(spark, root, "gold.index_manifest").collect()
+    assert 1 <= len(manifest) <= cfg.index.shards
+    assert {m.index_type for m in manifest} <= {"hnsw", "flat"}
+    emb = vectors(spark, root)
+    mapped = []
+    for m in manifest:
+        assert Path(m.path).is_file() and m.dim == 384
+        ids = pq.read_table(m.path + ".ids.parquet")
+        assert ids.num_rows == m.rows
+        mapped += list(zip(ids.column("doc_id").to_pylist(), ids.column("chunk_id").to_pylist()))
+    assert sorted(mapped) == sorted(emb)
+    assert indexed.result.notes["shards_rebuilt"] == len(manifest)
+
+
+def test_index_rerun_rebuilds_nothing(spark, lake, indexed):
+    from pipelines.runner import run_pipeline
+
+    cfg, _, _ = lake
+    run = run_pipeline(cfg, stages=("index",))[-1]
+    assert run.result.notes["shards_rebuilt"] == 0
+    assert run.result.notes["shards_unchanged"] == indexed.result.notes["shards"]
+
+
+def test_search_finds_the_page_a_sentence_came_from(spark, lake, indexed):
+    from pipelines.search import Searcher
+
+    cfg, _, _ = lake
+    texts = {r.doc_id: r.text for r in read_table(spark, Path(cfg.lake.root), "silver.documents_clean").collect()}
+    queries = english_queries(texts)
+    assert len(queries) >= 5, queries
+    searcher = Searcher(cfg)
+    for doc_id, sentence in queries.items():
+        hits = searcher.search(sentence, k=5)
+        assert hits[0].doc_id == doc_id, (sentence, [(h.doc_id, round(h.score, 3)) for h in hits])
+        assert len({h.doc_id for h in hits}) == len(hits)  # one hit per document
+        assert hits[0].url and hits[0].snippet
+        assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
+
+
+def test_search_cli_prints_the_page_first(spark, lake, indexed):
+    import json
+
+    from typer.testing import CliRunner
+
+    from pipelines.cli import app
+
+    cfg, _, _ = lake
+    texts = {r.doc_id: r.text for r in read_table(spark, Path(cfg.lake.root), "silver.documents_clean").collect()}
+    doc_id, sentence = next(iter(english_queries(texts).items()))
+    result = CliRunner().invoke(app, ["search", sentence, "--k", "3", "--json", "--lake-root", cfg.lake.root,
+                                      "--set", "embed.device=cpu"])
+    assert result.exit_code == 0, result.output
+    hits = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
+    assert [h["rank"] for h in hits] == [1, 2, 3] and hits[0]["doc_id"] == doc_id
+
+
+def test_search_without_an_index_is_a_clear_error(tmp_path):
+    from pipelines.search import Searcher
+
+    with pytest.raises(FileNotFoundError, match="run the index stage"):
+        Searcher(lake_config(tmp_path, "embed.device=cpu"))
