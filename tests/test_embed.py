@@ -317,3 +317,27 @@ def test_search_without_an_index_is_a_clear_error(tmp_path):
 
     with pytest.raises(FileNotFoundError, match="run the index stage"):
         Searcher(lake_config(tmp_path, "embed.device=cpu"))
+
+
+def test_index_rebuilds_only_the_shard_whose_documents_changed(spark, lake, indexed, tmp_path):
+    from pyspark.sql import functions as F
+
+    from pipelines.runner import run_pipeline
+    from pipelines.search import Searcher
+    from pipelines.tables import Lake
+    from schemas.catalog import SILVER_DOCUMENTS_CLEAN
+
+    cfg, _, _ = lake
+    root = tmp_path / "lake"
+    shutil.copytree(cfg.lake.root, root)
+    cfg2 = cfg.model_copy(update={"lake": cfg.lake.model_copy(update={"root": str(root)})})
+    lake2 = Lake(spark, cfg2.lake)
+    clean = lake2.read(SILVER_DOCUMENTS_CLEAN).localCheckpoint()
+    texts = {r.doc_id: r.text for r in clean.collect()}
+    removed, sentence = next(iter(english_queries(texts).items()))
+    lake2.overwrite(SILVER_DOCUMENTS_CLEAN, clean.filter(F.col("doc_id") != removed))
+    run_pipeline(cfg2, stages=("embed",))
+    run = run_pipeline(cfg2, stages=("index",))[-1]
+    assert run.result.notes["shards_rebuilt"] == 1
+    assert run.result.notes["shards_unchanged"] == indexed.result.notes["shards"] - 1
+    assert removed not in {h.doc_id for h in Searcher(cfg2).search(sentence, k=10)}
