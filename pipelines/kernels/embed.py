@@ -102,6 +102,14 @@ def resolve_model(model: str = "default") -> ModelRef:
     return ModelRef(model, path, Path(path).name)  # a snapshot folder is named by its commit
 
 
+def _model_source(model: str) -> str:
+    """Where ``model`` loads from, without hashing its files (workers get the revision from the driver)."""
+    if model == "default":
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        return str(default_model_dir())
+    return model  # a folder or a hub name: sentence-transformers resolves both
+
+
 @lru_cache(maxsize=8)
 def _folder_digest(folder: str) -> str:
     h = hashlib.sha256()
@@ -139,7 +147,7 @@ def load_model(model: str = "default", device: str = "auto", precision: str = "a
     """A SentenceTransformer in eval mode, one per process (Spark and Dask reuse Python workers)."""
     from sentence_transformers import SentenceTransformer
 
-    source = resolve_model(model).source
+    source = _model_source(model)
     dev = resolve_device(device)
     st = SentenceTransformer(source, device=dev)
     st = st.to(_dtype(precision, dev)).eval()
