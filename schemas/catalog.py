@@ -33,6 +33,8 @@ class TableSpec:
     keys: tuple[str, ...]
     partition_by: tuple[str, ...] = ()
     description: str = ""
+    #: Delta table properties set when the table is created, as (key, value) pairs
+    properties: tuple[tuple[str, str], ...] = ()
 
     @property
     def qualified_name(self) -> str:
@@ -295,6 +297,9 @@ BRONZE_CLICKS = TableSpec(
     keys=("row_key",),
     partition_by=("day",),
     description="Criteo click-log impressions, one row per valid line, typed.",
+    # min/max statistics of row_key .. label only: those of 39 random feature values skip nothing,
+    # and collecting them was about half of the time of the Delta write
+    properties=(("delta.dataSkippingNumIndexedCols", "6"),),
 )
 
 BRONZE_CLICKS_QUARANTINE = TableSpec(

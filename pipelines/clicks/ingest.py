@@ -1,9 +1,11 @@
 """clicks ingest: Criteo log files → ``bronze.clicks`` + ``bronze.clicks_quarantine``, exactly once per file.
 
 One Spark task per file: line numbers need a file read in order, and gzip (how Criteo ships its
-day files) cannot be split anyway. The task runs :func:`pipelines.kernels.clicks.parse_files_to_batches`
-through ``mapInArrow``; the parsed rows are cached, audited (``bronze.clicks`` suite) and
-published with ``replaceWhere source_file IN (<the files>)``, so re-ingesting a file replaces its
+day files) cannot be split anyway. The task runs :func:`pipelines.kernels.clicks.stage_files`
+through ``mapInArrow``: the file's rows go to a staged Parquet file (pyarrow) under
+``<lake root>/_staging/clicks_ingest/<call>``, its quarantined lines and summary row back to Spark.
+The staged rows are audited (``bronze.clicks`` suite) and published with
+``replaceWhere source_file IN (<the files>)``, so re-ingesting a file replaces its
 rows instead of adding them. Then the files go into ``ops.clicks_ingest_log`` with their size,
 mtime and line counts; a file already there with the same size and mtime is skipped. A run killed
 anywhere leaves each file either fully present (and maybe not yet logged: the next run replaces
@@ -19,6 +21,8 @@ from __future__ import annotations
 import glob as globlib
 import json
 import os
+import shutil
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
@@ -30,7 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from pipelines import quality
-from pipelines.kernels.clicks import ROW_SCHEMA, day_of, get_format, normalize_source, parse_files_to_batches
+from pipelines.kernels.clicks import ROW_SCHEMA, STAGED_SCHEMA, day_of, get_format, normalize_source, stage_files
 from pipelines.stage import StageContext, StageResult
 from pipelines.tables import Lake
 from schemas.catalog import BRONZE_CLICKS, BRONZE_CLICKS_QUARANTINE, OPS_CLICKS_INGEST_LOG, TableSpec
@@ -86,9 +90,18 @@ def resolve_inputs(inputs: list[str]) -> list[LogFile]:
     return [found[k] for k in sorted(found)]
 
 
-def _parse_partition(batches, fmt: str, block_bytes: int, day_pattern: str | None):
+def _parse_partition(batches, staging: str, fmt: str, block_bytes: int, day_pattern: str | None):
     for batch in batches:
-        yield from parse_files_to_batches(batch.column("path").to_pylist(), fmt, block_bytes, day_pattern)
+        yield from stage_files(batch.column("path").to_pylist(), staging, fmt, block_bytes, day_pattern)
+
+
+def _remove_tree(path: str) -> None:
+    if "://" in path:
+        fs, _, (root,) = fsspec.get_fs_token_paths(path)
+        if fs.exists(root):
+            fs.rm(root, recursive=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _sql_list(values: list[str]) -> str:
@@ -109,6 +122,8 @@ def write_idempotent(lake: Lake, spec: TableSpec, df: DataFrame, predicate: str,
         writer = writer.mode("overwrite").option("replaceWhere", predicate)
     else:
         writer = writer.mode("overwrite")
+        for key, value in spec.properties:  # options named delta.* become table properties
+            writer = writer.option(key, value)
     if txn is not None:
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
     if lake.cfg.mode == "catalog":
@@ -141,19 +156,32 @@ def ingest_files(ctx: StageContext, files: list[LogFile], *, stage: str = "click
     if not todo:
         return StageResult(0, 0, notes=notes)
 
-    ingest_time = datetime.now(timezone.utc)
+    ingest_time = F.lit(datetime.now(timezone.utc))
+    # Each task parses its file and writes the rows to a staged Parquet file with pyarrow; only the
+    # quarantined lines and the summary row cross into Spark as Arrow batches. The rows are read
+    # back as Parquet (vectorized, only the columns a pass needs) by the audit and the Delta write,
+    # so no 45-column row cache is built. Staging lives under the lake root (reachable by every
+    # executor) in a folder of its own per call, removed at the end.
+    staging = f"{lake.root.rstrip('/')}/_staging/clicks_ingest/{uuid.uuid4().hex}"
     paths = spark.sparkContext.parallelize([(f.path,) for f in todo], numSlices=len(todo)).toDF("path string")
-    parsed = (paths.mapInArrow(partial(_parse_partition, fmt=cfg.format, block_bytes=cfg.block_bytes,
+    parsed = (paths.mapInArrow(partial(_parse_partition, staging=staging, fmt=cfg.format, block_bytes=cfg.block_bytes,
                                        day_pattern=cfg.day_pattern), from_arrow_schema(ROW_SCHEMA))
-              .withColumn("ingest_time", F.lit(ingest_time))
+              .withColumn("ingest_time", ingest_time)
               .persist(StorageLevel.MEMORY_AND_DISK))
     try:
-        rows = parsed.where(F.col("kind") == "row").select(BRONZE_CLICKS.columns)
+        parsed.count()  # the one pass that parses and stages every file
+        rows = (spark.read.schema(from_arrow_schema(STAGED_SCHEMA)).parquet(staging)
+                .withColumn("ingest_time", ingest_time).select(BRONZE_CLICKS.columns))
         bad = parsed.where(F.col("kind") == "quarantine").select(BRONZE_CLICKS_QUARANTINE.columns)
         summaries = {r.source_file: json.loads(r.detail) for r in
                      parsed.where(F.col("kind") == "summary").select("source_file", "detail").collect()}
-        # the suite reads these columns only: its many passes then scan 3 columns of the cache, not 45
-        quality.audit(ctx, stage, BRONZE_CLICKS, rows.select("row_key", "label", "line_number"))
+        # the suite reads these columns only: one scan of 3 columns of the staged Parquet, cached
+        # for the suite's several passes
+        audited = rows.select("row_key", "label", "line_number").persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            quality.audit(ctx, stage, BRONZE_CLICKS, audited)
+        finally:
+            audited.unpersist()
         in_todo = f"source_file IN ({_sql_list([f.path for f in todo])})"
         days = {day_of(f.path, cfg.day_pattern) for f in todo}
         # the day partitions first, so Delta prunes partitions before it reads file statistics
@@ -163,6 +191,7 @@ def ingest_files(ctx: StageContext, files: list[LogFile], *, stage: str = "click
         write_idempotent(lake, BRONZE_CLICKS_QUARANTINE, bad, in_todo, txn)
     finally:
         parsed.unpersist()
+        _remove_tree(staging)
 
     now = datetime.now(timezone.utc)
     run_id = log_run_id or ctx.run_id

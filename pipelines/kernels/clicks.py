@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 
 LABEL = "label"
 INT_COLUMNS: tuple[str, ...] = tuple(f"I{i}" for i in range(1, 14))
@@ -476,6 +477,60 @@ def parse_file(path: str, fmt: ClickFormat | str = "tsv", *, block_bytes: int = 
         if bad.num_rows:
             yield bad
     yield summary_batch(source, day, counts)
+
+
+#: A staged file of rows (:func:`stage_file`): :data:`ROW_SCHEMA` less ``kind`` and the quarantine columns.
+STAGED_SCHEMA = pa.schema([f for f in ROW_SCHEMA if f.name not in ("kind", "raw_line", "reason", "detail")])
+
+
+def staged_path(out_dir: str, source_file: str) -> str:
+    """Where :func:`stage_file` puts the rows of ``source_file``: ``<out_dir>/<file_key>.parquet``."""
+    return f"{out_dir.rstrip('/')}/{file_key(normalize_source(source_file))}.parquet"
+
+
+def stage_file(path: str, out_dir: str, fmt: ClickFormat | str = "tsv", *, block_bytes: int = 16 << 20,
+               day_pattern: str | None = r"day_(\d+)") -> Iterator[pa.RecordBatch]:
+    """:func:`parse_file`, with the rows written to one Parquet file (:data:`STAGED_SCHEMA`, at
+    :func:`staged_path`) instead of yielded: yields the file's quarantine batches and summary row.
+
+    The rows are usually nearly all of a file; written here by pyarrow, they never cross into an
+    engine's row format before the engine reads them back as Parquet (columnar, only the columns
+    it needs). The file appears whole or not at all (written under a hidden name, then renamed;
+    object stores publish on close), so a retried task simply writes it again. ``out_dir`` is a
+    local folder or an fsspec URL.
+    """
+    target = staged_path(out_dir, path)
+    names = STAGED_SCHEMA.names
+    if "://" in target:
+        import fsspec
+
+        opened, final = fsspec.open(target, "wb").open(), None
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        final = target
+        target = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.{os.getpid()}.tmp")
+        opened = open(target, "wb")
+    try:
+        with opened, pq.ParquetWriter(opened, STAGED_SCHEMA) as writer:
+            for batch in parse_file(path, fmt, block_bytes=block_bytes, day_pattern=day_pattern):
+                if batch.num_rows and batch.column(0)[0].as_py() == "row":
+                    writer.write_batch(pa.RecordBatch.from_arrays([batch.column(n) for n in names],
+                                                                  schema=STAGED_SCHEMA))
+                else:
+                    yield batch
+    except BaseException:
+        if final is not None and os.path.exists(target):
+            os.remove(target)
+        raise
+    if final is not None:
+        os.replace(target, final)
+
+
+def stage_files(paths: Iterable[str], out_dir: str, fmt: str = "tsv", block_bytes: int = 16 << 20,
+                day_pattern: str | None = r"day_(\d+)") -> Iterator[pa.RecordBatch]:
+    """:func:`stage_file` over several files, in order (what a Spark task of ``clicks ingest`` runs)."""
+    for path in paths:
+        yield from stage_file(path, out_dir, fmt, block_bytes=block_bytes, day_pattern=day_pattern)
 
 
 def summary_batch(source_file: str, day: int | None, counts: dict[str, int]) -> pa.RecordBatch:
