@@ -13,6 +13,15 @@ from pipelines.runner import STAGES, StageFailed, run_pipeline
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Common Crawl → Delta Lake training tables.")
 
 
+def _config(env: str, overrides: list[str], conf_dir: str | None):
+    """The effective config, or exit 2 with the error naming the bad key or value."""
+    try:
+        return load_config(env, overrides, conf_dir)
+    except ConfigError as exc:
+        typer.echo(f"config error: {exc}", err=True)
+        raise typer.Exit(2)
+
+
 @app.callback()
 def _root() -> None:
     """crawlake: staged Spark/Delta pipeline (ingest, dedup, filter, tokenize, embed, index)."""
@@ -31,11 +40,7 @@ def run(
     overrides = list(set_ or [])
     if lake_root:
         overrides.append(f"lake.root={lake_root}")
-    try:
-        cfg = load_config(env, overrides, conf_dir)
-    except ConfigError as exc:
-        typer.echo(f"config error: {exc}", err=True)
-        raise typer.Exit(2)
+    cfg = _config(env, overrides, conf_dir)
     if input:
         cfg = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"input": list(input)})})
     chosen = tuple(s.strip() for item in (stages or STAGES) for s in item.split(",") if s.strip())
@@ -61,11 +66,7 @@ def explain(
     from pipelines.session import get_spark
     from pipelines.tables import Lake
 
-    try:
-        cfg = load_config(env, [f"lake.root={lake_root}"] if lake_root else [], conf_dir)
-    except ConfigError as exc:
-        typer.echo(f"config error: {exc}", err=True)
-        raise typer.Exit(2)
+    cfg = _config(env, [f"lake.root={lake_root}"] if lake_root else [], conf_dir)
     result = explain_doc(Lake(get_spark(cfg.spark), cfg.lake), doc_id)
     typer.echo("\n".join(result.lines()))
     if not result.ingested:
@@ -89,11 +90,7 @@ def train_tokenizer(
                        ("tokenize.train_output_dir", output_dir)):
         if value is not None:
             overrides.append(f"{key}={value}")
-    try:
-        cfg = load_config(env, overrides, conf_dir)
-    except ConfigError as exc:
-        typer.echo(f"config error: {exc}", err=True)
-        raise typer.Exit(2)
+    cfg = _config(env, overrides, conf_dir)
     try:
         done = stage.train(cfg)
     except ValueError as exc:
@@ -123,11 +120,7 @@ def search(
     from pipelines.search import Searcher
 
     overrides = list(set_ or []) + ([f"lake.root={lake_root}"] if lake_root else [])
-    try:
-        cfg = load_config(env, overrides, conf_dir)
-    except ConfigError as exc:
-        typer.echo(f"config error: {exc}", err=True)
-        raise typer.Exit(2)
+    cfg = _config(env, overrides, conf_dir)
     try:
         hits = Searcher(cfg).search(query, k, per_document=not chunks)
     except (FileNotFoundError, ValueError) as exc:
@@ -158,11 +151,7 @@ def _clicks_config(env: str, conf_dir: str | None, set_: list[str] | None, **key
     for key, value in keys.items():
         if value is not None:
             overrides.append(f"{key.replace('__', '.')}={value}")
-    try:
-        return load_config(env, overrides, conf_dir)
-    except ConfigError as exc:
-        typer.echo(f"config error: {exc}", err=True)
-        raise typer.Exit(2)
+    return _config(env, overrides, conf_dir)
 
 
 def _run_clicks_stage(cfg, stage: str, body) -> None:

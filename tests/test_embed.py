@@ -127,6 +127,16 @@ def vectors(spark, root, where="true"):
     return {(r.doc_id, r.chunk_id): (r.char_start, r.char_end, np.asarray(r.vector, np.float32)) for r in rows}
 
 
+def copy_lake(spark, cfg, tmp_path):
+    """A copy of the module's lake to change: (its config, its Lake)."""
+    from pipelines.tables import Lake
+
+    root = tmp_path / "lake"
+    shutil.copytree(cfg.lake.root, root)
+    cfg2 = cfg.model_copy(update={"lake": cfg.lake.model_copy(update={"root": str(root)})})
+    return cfg2, Lake(spark, cfg2.lake)
+
+
 def test_spark_vectors_equal_sentence_transformers_encode(spark, lake):
     cfg, _, run = lake
     root = Path(cfg.lake.root)
@@ -157,14 +167,10 @@ def test_refresh_embeds_new_documents_and_drops_removed_ones(spark, lake, tmp_pa
     from pyspark.sql import functions as F
 
     from pipelines.runner import run_pipeline
-    from pipelines.tables import Lake
     from schemas.catalog import SILVER_DOCUMENTS_CLEAN
 
-    cfg, _, _ = lake
-    root = tmp_path / "lake"
-    shutil.copytree(cfg.lake.root, root)
-    cfg2 = cfg.model_copy(update={"lake": cfg.lake.model_copy(update={"root": str(root)})})
-    lake2 = Lake(spark, cfg2.lake)
+    cfg2, lake2 = copy_lake(spark, lake[0], tmp_path)
+    root = Path(cfg2.lake.root)
     clean = lake2.read(SILVER_DOCUMENTS_CLEAN).localCheckpoint()
     ids = sorted(r.doc_id for r in clean.select("doc_id").collect())
     removed, changed = ids[0], ids[1]
@@ -308,7 +314,7 @@ def test_search_cli_prints_the_page_first(spark, lake, indexed):
     result = CliRunner().invoke(app, ["search", sentence, "--k", "3", "--json", "--lake-root", cfg.lake.root,
                                       "--set", "embed.device=cpu"])
     assert result.exit_code == 0, result.output
-    hits = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
+    hits = [json.loads(line) for line in result.stdout.splitlines()]  # stderr has the model-loading bar
     assert [h["rank"] for h in hits] == [1, 2, 3] and hits[0]["doc_id"] == doc_id
 
 
@@ -324,14 +330,9 @@ def test_index_rebuilds_only_the_shard_whose_documents_changed(spark, lake, inde
 
     from pipelines.runner import run_pipeline
     from pipelines.search import Searcher
-    from pipelines.tables import Lake
     from schemas.catalog import SILVER_DOCUMENTS_CLEAN
 
-    cfg, _, _ = lake
-    root = tmp_path / "lake"
-    shutil.copytree(cfg.lake.root, root)
-    cfg2 = cfg.model_copy(update={"lake": cfg.lake.model_copy(update={"root": str(root)})})
-    lake2 = Lake(spark, cfg2.lake)
+    cfg2, lake2 = copy_lake(spark, lake[0], tmp_path)
     clean = lake2.read(SILVER_DOCUMENTS_CLEAN).localCheckpoint()
     texts = {r.doc_id: r.text for r in clean.collect()}
     removed, sentence = next(iter(english_queries(texts).items()))
