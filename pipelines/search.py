@@ -54,8 +54,8 @@ class Searcher:
         self.cfg = cfg
         self.embed = embed_params(cfg.embed, resolve_model(cfg.embed.model))
         root = cfg.lake.root.rstrip("/")
-        manifest_uri = f"{root}/{GOLD_INDEX_MANIFEST.layer}/{GOLD_INDEX_MANIFEST.name}"
-        self.clean_uri = f"{root}/{SILVER_DOCUMENTS_CLEAN.layer}/{SILVER_DOCUMENTS_CLEAN.name}"
+        manifest_uri = GOLD_INDEX_MANIFEST.path_under(root)
+        self.clean_uri = SILVER_DOCUMENTS_CLEAN.path_under(root)
         rows = []
         if DeltaTable.is_deltatable(manifest_uri):
             rows = DeltaTable(manifest_uri).to_pyarrow_dataset().to_table(

@@ -21,6 +21,21 @@ from pipelines.config import LakeConfig
 from schemas.catalog import TableSpec
 
 
+def sql_string(value: str) -> str:
+    """``value`` as a Spark SQL string literal (backslashes and quotes escaped)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def sql_list(values: list[str]) -> str:
+    """``values`` as the inside of a Spark SQL ``IN (...)`` list of string literals."""
+    return ", ".join(sql_string(v) for v in values)
+
+
+def _match(keys) -> str:
+    """MERGE condition: target ``t`` and source ``s`` equal on ``keys``."""
+    return " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+
+
 class Lake:
     def __init__(self, spark: SparkSession, cfg: LakeConfig):
         self.spark = spark
@@ -32,7 +47,7 @@ class Lake:
         """Filesystem path (path mode) or three-part table name (catalog mode)."""
         if self.cfg.mode == "catalog":
             return f"{self.cfg.catalog}.{self.cfg.schema_}.{spec.layer}_{spec.name}"
-        return f"{self.root}/{spec.layer}/{spec.name}"
+        return spec.path_under(self.root)
 
     def _delta(self, spec: TableSpec) -> DeltaTable:
         if self.cfg.mode == "catalog":
@@ -106,7 +121,7 @@ class Lake:
         if not self.exists(spec):
             self.overwrite(spec, df)
             return
-        cond = " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.keys)
+        cond = _match(spec.keys)
         (self._delta(spec).alias("t").merge(df.alias("s"), cond)
          .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
 
@@ -117,7 +132,7 @@ class Lake:
         if not self.exists(spec):
             self.overwrite(spec, df)
             return
-        cond = " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.keys)
+        cond = _match(spec.keys)
         self._delta(spec).alias("t").merge(df.alias("s"), cond).whenNotMatchedInsertAll().execute()
 
     def delete_matching(self, spec: TableSpec, keys: DataFrame, on: tuple[str, ...], where: str | None = None) -> None:
@@ -126,7 +141,7 @@ class Lake:
         missing table. The key set stays distributed, however large."""
         if not self.exists(spec):
             return
-        cond = " AND ".join([f"t.`{k}` = s.`{k}`" for k in on] + ([f"({where})"] if where else []))
+        cond = _match(on) + (f" AND ({where})" if where else "")
         self._delta(spec).alias("t").merge(keys.select(*on).distinct().alias("s"), cond).whenMatchedDelete().execute()
 
     def append(self, spec: TableSpec, df: DataFrame) -> None:

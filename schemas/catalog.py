@@ -40,6 +40,10 @@ class TableSpec:
     def qualified_name(self) -> str:
         return f"{self.layer}.{self.name}"
 
+    def path_under(self, root: str) -> str:
+        """Where the table lives in a path-mode lake: ``<root>/<layer>/<name>``."""
+        return f"{root.rstrip('/')}/{self.layer}/{self.name}"
+
     @property
     def columns(self) -> list[str]:
         return [f.name for f in self.schema.fields]

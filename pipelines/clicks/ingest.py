@@ -36,7 +36,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pipelines import quality
 from pipelines.kernels.clicks import ROW_SCHEMA, STAGED_SCHEMA, day_of, get_format, normalize_source, stage_files
 from pipelines.stage import StageContext, StageResult
-from pipelines.tables import Lake
+from pipelines.tables import Lake, sql_list
 from schemas.catalog import BRONZE_CLICKS, BRONZE_CLICKS_QUARANTINE, OPS_CLICKS_INGEST_LOG, TableSpec
 
 
@@ -102,10 +102,6 @@ def _remove_tree(path: str) -> None:
             fs.rm(root, recursive=True)
     else:
         shutil.rmtree(path, ignore_errors=True)
-
-
-def _sql_list(values: list[str]) -> str:
-    return ", ".join("'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'" for v in values)
 
 
 def write_idempotent(lake: Lake, spec: TableSpec, df: DataFrame, predicate: str,
@@ -182,7 +178,7 @@ def ingest_files(ctx: StageContext, files: list[LogFile], *, stage: str = "click
             quality.audit(ctx, stage, BRONZE_CLICKS, audited)
         finally:
             audited.unpersist()
-        in_todo = f"source_file IN ({_sql_list([f.path for f in todo])})"
+        in_todo = f"source_file IN ({sql_list([f.path for f in todo])})"
         days = {day_of(f.path, cfg.day_pattern) for f in todo}
         # the day partitions first, so Delta prunes partitions before it reads file statistics
         in_days = " OR ".join(([f"day IN ({', '.join(str(d) for d in sorted(days - {None}))})"] if days - {None} else [])

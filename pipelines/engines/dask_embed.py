@@ -49,6 +49,7 @@ def _revision_filter(params: EmbedParams):
 
 
 def _sql(s: str) -> str:
+    """A string literal for deltalake's (DataFusion's) SQL, which doubles quotes (Spark's escapes them)."""
     return "'" + s.replace("'", "''") + "'"
 
 
@@ -66,6 +67,7 @@ def embed_table(clean_uri: str, embeddings_uri: str, params: EmbedParams, *, sch
         raise ValueError("embed_table needs params.model_revision (resolve the model first)")
     if not DeltaTable.is_deltatable(clean_uri):
         raise FileNotFoundError(f"no Delta table at {clean_uri}")
+    mine = f"model = {_sql(params.model_label)} AND model_revision = {_sql(params.model_revision)}"
     clean = DeltaTable(clean_uri)
     doc_ids = clean.to_pyarrow_table(columns=["doc_id"]).column("doc_id").combine_chunks()
     have = pa.array([], pa.string())
@@ -75,12 +77,11 @@ def embed_table(clean_uri: str, embeddings_uri: str, params: EmbedParams, *, sch
             have = pc.unique(emb.to_pyarrow_dataset().to_table(columns=["doc_id"], filter=_revision_filter(params))
                              .column("doc_id").combine_chunks())
         else:
-            emb.delete(f"model = {_sql(params.model_label)} AND model_revision = {_sql(params.model_revision)}")
+            emb.delete(mine)
     gone = pc.filter(have, pc.invert(pc.is_in(have, value_set=doc_ids))).to_pylist()
     for i in range(0, len(gone), 1000):  # keep each delete predicate a manageable size
         ids = ", ".join(_sql(d) for d in gone[i:i + 1000])
-        DeltaTable(embeddings_uri).delete(
-            f"model = {_sql(params.model_label)} AND model_revision = {_sql(params.model_revision)} AND doc_id IN ({ids})")
+        DeltaTable(embeddings_uri).delete(f"{mine} AND doc_id IN ({ids})")
     n_todo = len(doc_ids) - pc.sum(pc.is_in(doc_ids, value_set=have)).as_py() if len(have) else len(doc_ids)
     if n_todo:
         _run_tasks(clean.file_uris(), have, params, embeddings_uri, scheduler, workers, commit_rows)

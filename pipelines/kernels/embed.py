@@ -87,9 +87,8 @@ def resolve_model(model: str = "default") -> ModelRef:
     """Find ``model`` on this machine without loading it. Raises FileNotFoundError when it is
     neither a folder nor in the Hugging Face cache (and the hub is offline)."""
     if model == "default":
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the default ships in a package: never the hub
-        path = default_model_dir()
-        return ModelRef(DEFAULT_MODEL_NAME, str(path), _folder_digest(str(path)))
+        path = _model_source(model)
+        return ModelRef(DEFAULT_MODEL_NAME, path, _folder_digest(path))
     if Path(model).is_dir():
         return ModelRef(model, model, _folder_digest(model))
     from huggingface_hub import snapshot_download
@@ -105,7 +104,7 @@ def resolve_model(model: str = "default") -> ModelRef:
 def _model_source(model: str) -> str:
     """Where ``model`` loads from, without hashing its files (workers get the revision from the driver)."""
     if model == "default":
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the default ships in a package: never the hub
         return str(default_model_dir())
     return model  # a folder or a hub name: sentence-transformers resolves both
 
@@ -168,18 +167,9 @@ def _offsets_tokenizer(model: str, device: str, precision: str):
     return tok
 
 
-def chunk_spans(text: str, tokenizer, max_tokens: int, overlap: int) -> list[tuple[int, int]]:
-    """Character spans ``[(start, end), ...]`` of token windows covering ``text``.
-
-    ``tokenizer``: a transformers tokenizer. Windows hold at most ``max_tokens`` tokens and overlap
-    by ``overlap`` tokens. An empty text gives no spans. Raises ValueError if ``overlap >= max_tokens``.
-    """
-    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-    return [(s, e) for s, e, _ in _windows(offsets, max_tokens, overlap)]
-
-
 def _windows(offsets, max_tokens: int, overlap: int) -> list[tuple[int, int, int]]:
-    """``(char_start, char_end, n_tokens)`` of each window over one document's token offsets."""
+    """``(char_start, char_end, n_tokens)`` of each window over one document's token offsets;
+    an empty text has none. Raises ValueError if ``overlap >= max_tokens``."""
     if overlap >= max_tokens:
         raise ValueError(f"chunk overlap ({overlap}) must be smaller than the window ({max_tokens} tokens)")
     if not offsets:
@@ -220,15 +210,15 @@ def encode_chunks(texts: list[str], lengths: np.ndarray | None, params: EmbedPar
 
     model = load_model(params.model, params.device, params.precision)
     dev = str(model.device)
+    on_gpu = dev.startswith("cuda")
     if not texts:
         return np.zeros((0, model.get_embedding_dimension()), np.float32)
     if lengths is None:
         tok = _offsets_tokenizer(params.model, params.device, params.precision)
         lengths = np.array([len(e.ids) + 2 for e in tok.encode_batch(texts, add_special_tokens=False)])
-    budget = params.tokens_per_batch or AUTO_TOKENS_PER_BATCH["cuda" if dev.startswith("cuda") else "cpu"]
+    budget = params.tokens_per_batch or AUTO_TOKENS_PER_BATCH["cuda" if on_gpu else "cpu"]
     batches = plan_batches(lengths, budget, params.max_batch_size)
     out = np.empty((len(texts), model.get_embedding_dimension()), np.float32)
-    on_gpu = dev.startswith("cuda")
 
     def prepare(idx):
         features = model.preprocess([texts[i] for i in idx])
@@ -260,8 +250,8 @@ def encode_chunks(texts: list[str], lengths: np.ndarray | None, params: EmbedPar
 def chunk_documents(texts: list[str], params: EmbedParams) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
     """Token windows of each text: ``(doc_index int64 (n_chunks,), [(char_start, char_end, n_tokens)])``."""
     model = load_model(params.model, params.device, params.precision)
-    max_tokens = params.max_chunk_tokens or (model.max_seq_length - 2)  # room for [CLS] and [SEP]
-    max_tokens = min(max_tokens, model.max_seq_length - 2)
+    limit = model.max_seq_length - 2  # room for [CLS] and [SEP]
+    max_tokens = min(params.max_chunk_tokens or limit, limit)
     tok = _offsets_tokenizer(params.model, params.device, params.precision)
     if tok is not None:
         all_offsets = [e.offsets for e in tok.encode_batch([t or "" for t in texts], add_special_tokens=False)]

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pipelines.config import EmbedConfig
 from pipelines.kernels.embed import EmbedParams, ModelRef, embed_batch, resolve_model
 from pipelines.stage import StageContext, StageResult
+from pipelines.tables import sql_string
 from schemas.catalog import GOLD_EMBEDDINGS, SILVER_DOCUMENTS_CLEAN
 
 
@@ -36,11 +37,8 @@ def embed_params(cfg: EmbedConfig, ref: ModelRef | None = None) -> EmbedParams:
 def revision_predicate(params: EmbedParams, alias: str = "") -> str:
     """SQL predicate selecting this model revision's rows of ``gold.embeddings`` (columns
     prefixed ``alias.`` when given)."""
-    def q(s: str) -> str:
-        return s.replace("'", "''")
-
     p = f"{alias}." if alias else ""
-    return f"{p}model = '{q(params.model_label)}' AND {p}model_revision = '{q(params.model_revision)}'"
+    return f"{p}model = {sql_string(params.model_label)} AND {p}model_revision = {sql_string(params.model_revision)}"
 
 
 def upgrade_schema(lake) -> None:

@@ -32,6 +32,7 @@ from pipelines import quality
 from pipelines.config import IngestConfig
 from pipelines.kernels.warc import ROW_SCHEMA, IngestLimits, parse_files_to_batches
 from pipelines.stage import StageContext, StageResult
+from pipelines.tables import sql_list
 from schemas.catalog import BRONZE_DOCUMENTS, BRONZE_QUARANTINE, OPS_INGEST_LOG
 
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".warc.wet.gz", ".arc.gz")
@@ -101,10 +102,6 @@ def _parse_partition(batches, limits: IngestLimits):
         yield from parse_files_to_batches(batch.column("path").to_pylist(), limits)
 
 
-def _sql_list(values: list[str]) -> str:
-    return ", ".join("'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'" for v in values)
-
-
 def _limits(cfg: IngestConfig) -> IngestLimits:
     return IngestLimits(cfg.max_payload_bytes, cfg.max_text_chars, cfg.min_text_chars,
                         tuple(cfg.html_content_types), cfg.extractor)
@@ -126,7 +123,7 @@ def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[i
     docs = lake.conform(BRONZE_DOCUMENTS, rows.filter(F.col("kind") == "document").select(BRONZE_DOCUMENTS.columns))
     bad = rows.filter(F.col("kind") == "quarantine").select(BRONZE_QUARANTINE.columns)
 
-    in_batch = f"source_file IN ({_sql_list(files)})"
+    in_batch = f"source_file IN ({sql_list(files)})"
     # The suite runs on the new rows; doc_id uniqueness against other files' rows is checked here,
     # with a join, so the cost of an audit does not grow with the table.
     clashes = lake.read(BRONZE_DOCUMENTS).filter(f"NOT ({in_batch})").join(docs.select("doc_id"), "doc_id", "left_semi").count()
