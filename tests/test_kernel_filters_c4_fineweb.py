@@ -97,6 +97,19 @@ def test_min_sentences(n, passed):
     assert m["c4_min_sentences"].value == n and m["c4_min_sentences"].passed is passed
 
 
+@pytest.mark.parametrize("lines,n", [
+    (["One. Two.", "Three"], 3),                 # a line's end ends its last sentence
+    (["今天很好。", "我们去公园。明天见"], 3),       # CJK stops break with no space after them
+    (["Ends here.", " [1] cite remains.", "   "], 2),
+    (["。。", "Fine.", ""], 3),                    # each stop ends a segment; empty ones do not count
+    ([], 0),
+])
+def test_sentences_counted_over_lines_as_line_by_line(lines, n):
+    from pipelines.kernels.filters._text import count_sentences, count_sentences_in_lines
+
+    assert count_sentences_in_lines(lines) == sum(map(count_sentences, lines)) == n
+
+
 def test_min_sentences_counts_chinese_full_stops():
     _, m = c4("今天天气很好。我们去公园散步。孩子们在草地上玩。老人在树下下棋。傍晚我们回家了。", "zh")
     assert m["c4_min_sentences"].value == 5 and m["c4_min_sentences"].passed

@@ -117,3 +117,30 @@ def test_replacement_is_deterministic_and_configurable():
 def test_placeholders_are_not_replaced_again():
     once, _, _ = replace_pii("see 8.8.8.8 and 2606:4700:4700::1111", PiiParams())
     assert replace_pii(once, PiiParams())[2] == 0
+
+
+@pytest.mark.parametrize("text,emails,ips", [
+    ("x@y.example. then 8.8.8.8.", 1, 1),          # trailing dots end neither match
+    ("(jane@mail.example),bob@x.example", 2, 0),   # two addresses in one whitespace token
+    ("a{b@x.example", 1, 0),                       # a word boundary inside a token starts a match
+    ("v1.2.3.4, 18.8.8.8.8, 5.8.8.8.8, 08.8.8.8", 0, 3),  # a dot may follow; "08" is no address
+    ("8.8.8.8\n9.9.9.9\t1.1.1.1", 0, 3),
+    ("@@@ x@ @y", 0, 0),
+])
+def test_matches_at_token_and_run_edges(text, emails, ips):
+    """The patterns run only on whitespace tokens holding "@" and on digit-dot runs; these edges
+    must give what the patterns give on the whole text."""
+    import ipaddress
+
+    from pipelines.kernels.filters.pii import EMAIL, IPV4
+
+    def is_address(s: str) -> bool:
+        try:
+            return bool(ipaddress.ip_address(s))
+        except ValueError:
+            return False
+
+    _, n_email, n_ip = replace_pii(text, PiiParams(only_public_ips=False))
+    assert (n_email, n_ip) == (emails, ips)
+    whole_text = EMAIL.sub("E", text)  # the patterns on the whole text, as before the speed-up
+    assert n_email == len(EMAIL.findall(text)) and n_ip == sum(map(is_address, IPV4.findall(whole_text)))

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipelines.kernels.filters._measure import Measure
-from pipelines.kernels.filters._text import UNSEGMENTED_LANGUAGES, count_sentences
+from pipelines.kernels.filters._text import UNSEGMENTED_LANGUAGES, count_sentences_in_lines
 
 CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 #: C4's terminal punctuation plus the full stops of other scripts ("…" is an ellipsis, not an end).
@@ -37,6 +37,7 @@ END_PUNCTUATION = (".", "?", "!", '"', "'", "。", "！", "？", "｡", "؟", "�
 ELLIPSIS = "..."
 POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
                      "use cookies")
+_POLICY = re.compile("|".join(map(re.escape, POLICY_SUBSTRINGS)))
 #: Languages whose bad words are matched as substrings (no spaces between words), as datatrove.
 _SUBSTRING_LANGUAGES = frozenset(UNSEGMENTED_LANGUAGES)
 
@@ -88,14 +89,14 @@ def c4_apply(text: str, language: str, p: C4Params) -> tuple[str, list[Measure]]
     """
     segmented = language not in p.unsegmented_languages
     removed = {"too_long_word": 0, "no_terminal_punct": 0, "too_few_words": 0, "javascript": 0, "policy": 0}
-    lorem = curly = sentences = 0
+    lorem = curly = 0
     kept: list[str] = []
     for raw in text.splitlines():
         line = raw.strip()
         if not line:
             continue  # blank lines are not content; C4 drops them too (fewer than 3 words)
         words = line.split()
-        if p.max_word_length and any(len(w) > p.max_word_length for w in words):
+        if p.max_word_length and words and max(map(len, words)) > p.max_word_length:
             removed["too_long_word"] += 1
             continue
         if p.remove_citations and "[" in line:
@@ -116,13 +117,13 @@ def c4_apply(text: str, language: str, p: C4Params) -> tuple[str, list[Measure]]
         if p.filter_curly_bracket and "{" in line:
             curly += 1  # drops the whole document, as lorem ipsum
             continue
-        if p.filter_policy and any(s in lower for s in POLICY_SUBSTRINGS):
+        if p.filter_policy and _POLICY.search(lower):
             removed["policy"] += 1
             continue
-        sentences += count_sentences(line)
         kept.append(line)
 
     new_text = "\n".join(kept).strip()
+    sentences = count_sentences_in_lines(kept) if p.min_num_sentences else 0
     n_removed = sum(removed.values())
     detail = ",".join(f"{k}={v}" for k, v in removed.items() if v) or "none"
     out = [Measure("c4_lines_removed", float(n_removed), math.inf, True, detail)]

@@ -22,6 +22,17 @@ IPV4 = re.compile(r"(?<![\d.])(?:(?:25[0-5]|2[0-4][0-9]|[01]?[0-9][0-9]?)\.){3}(
 # Candidates only (hex groups and colons, at least two colons); ipaddress decides what is an address.
 IPV6 = re.compile(r"(?<![\w:.])(?:[0-9a-f]{0,4}:){2,7}(?:[0-9a-f]{1,4}|:)(?![\w:])", re.IGNORECASE)
 
+# The patterns above open with a lookbehind or a word boundary, which stops Python's re from
+# skipping ahead to a possible first character, so run on a whole page they test every position
+# (~1 ms per 8 KB page for IPV4). Every match lies inside a span found fast below, and the spans'
+# edges are what the lookarounds already demand, so running the patterns on the spans alone gives
+# exactly the matches of the whole text:
+#   IPv4: a maximal run of digits and dots (the run's neighbours pass (?<![\d.]) and (?!\d));
+#   e-mail: a whitespace-free token holding "@" (a match has no whitespace; the token's start is
+#   a word boundary exactly when the text's is, whitespace and the string start both being non-word).
+_DIGIT_DOT_RUN = re.compile(r"[\d.]{7,}")  # "1.1.1.1" is the shortest address
+_TOKEN = re.compile(r"\S+")
+
 #: datatrove's placeholders: example.com/org are reserved for examples (RFC 2606)
 EMAIL_PLACEHOLDERS = ("email@example.com", "firstname.lastname@example.org")
 #: datatrove's IPv4 placeholders (addresses that did not answer pings when its list was made)
@@ -61,7 +72,7 @@ def replace_pii(text: str, p: PiiParams) -> tuple[str, int, int]:
             nonlocal n_email
             n_email += 1
             return _pick(p.email_replacement, m.group(0))
-        text = EMAIL.sub(email, text)
+        text = _in_tokens_with_at(text, lambda token: EMAIL.sub(email, token))
     if p.ips:
         def ip(m: re.Match, options: tuple[str, ...]) -> str:
             nonlocal n_ip
@@ -71,7 +82,23 @@ def replace_pii(text: str, p: PiiParams) -> tuple[str, int, int]:
             n_ip += 1
             return _pick(options, found)
         if "." in text:
-            text = IPV4.sub(lambda m: ip(m, p.ipv4_replacement), text)
+            text = _DIGIT_DOT_RUN.sub(lambda run: IPV4.sub(lambda m: ip(m, p.ipv4_replacement), run.group(0)), text)
         if "::" in text or text.count(":") >= 7:
             text = IPV6.sub(lambda m: ip(m, p.ipv6_replacement), text)
     return text, n_email, n_ip
+
+
+def _in_tokens_with_at(text: str, replace) -> str:
+    """``text`` with each whitespace-delimited token that holds "@" passed through ``replace``."""
+    out, done, n = [], 0, len(text)
+    at = text.find("@")
+    while at >= 0:
+        start = at
+        while start > done and not text[start - 1].isspace():
+            start -= 1
+        end = _TOKEN.match(text, at).end()
+        out += (text[done:start], replace(text[start:end]))
+        done = end
+        at = text.find("@", end) if end < n else -1
+    out.append(text[done:])
+    return "".join(out)
