@@ -123,12 +123,16 @@ def _validate(df: DataFrame, make_suite):
 
 
 def audit(ctx: StageContext, stage: str, spec: TableSpec, df: DataFrame,
-          extra_checks: list[tuple[str, str | None, bool, str]] = ()) -> None:
+          extra_checks: list[tuple[str, str | None, bool, str]] = (), *, record: bool = True) -> DataFrame | None:
     """Validate ``df`` (what is about to be published) against ``spec``'s suite.
 
     ``extra_checks`` are ``(expectation, column, success, observed)`` results computed by the
     stage itself (e.g. key uniqueness against rows already published); they are recorded and
-    gate publishing like the suite's own. Raises QualityGateError naming every failure.
+    gate publishing like the suite's own. Raises QualityGateError naming every failure (after
+    recording the results in ``ops.quality``).
+
+    ``record=False``: a passing audit's ``ops.quality`` rows are returned instead of appended, for
+    the caller to append beside its own writes (:func:`record_results`); None when recorded here.
     """
     suite, result = _validate(df, SUITES[spec.qualified_name])
     now = datetime.now(timezone.utc)
@@ -145,6 +149,16 @@ def audit(ctx: StageContext, stage: str, spec: TableSpec, df: DataFrame,
         rows.append((ctx.run_id, stage, spec.qualified_name, suite.name, expectation, column, success, observed, now))
         if not success:
             failed.append(f"{expectation}({column}): {observed}")
-    ctx.lake.append(OPS_QUALITY, ctx.spark.createDataFrame(rows, OPS_QUALITY.schema))
+    results = ctx.spark.createDataFrame(rows, OPS_QUALITY.schema)
     if failed:
+        record_results(ctx, results)
         raise QualityGateError(f"{spec.qualified_name} failed its quality gate, nothing published: " + "; ".join(failed))
+    if not record:
+        return results
+    record_results(ctx, results)
+    return None
+
+
+def record_results(ctx: StageContext, results: DataFrame) -> None:
+    """Append an audit's rows (from ``audit(..., record=False)``) to ``ops.quality``."""
+    ctx.lake.append(OPS_QUALITY, results)

@@ -20,10 +20,12 @@ import json
 import os
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from functools import partial
 
 import fsspec
+from pyspark import inheritable_thread_target
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from rich.console import Console
@@ -127,10 +129,16 @@ def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[i
     # The suite runs on the new rows; doc_id uniqueness against other files' rows is checked here,
     # with a join, so the cost of an audit does not grow with the table.
     clashes = lake.read(BRONZE_DOCUMENTS).filter(f"NOT ({in_batch})").join(docs.select("doc_id"), "doc_id", "left_semi").count()
-    quality.audit(ctx, "ingest", BRONZE_DOCUMENTS, docs,
-                  extra_checks=[("doc_id_unique_across_files", "doc_id", clashes == 0, f"{clashes} clashes")])
-    lake.replace_where(BRONZE_DOCUMENTS, docs, in_batch)
-    lake.replace_where(BRONZE_QUARANTINE, bad, in_batch)
+    audited = quality.audit(ctx, "ingest", BRONZE_DOCUMENTS, docs, record=False,
+                            extra_checks=[("doc_id_unique_across_files", "doc_id", clashes == 0, f"{clashes} clashes")])
+    # These three commits are independent (only the ingest log, written last, marks the files
+    # done), so they run together: each is mostly Delta's fixed commit work on the driver.
+    with ThreadPoolExecutor(3, thread_name_prefix="crawlake-ingest") as pool:
+        writes = [pool.submit(inheritable_thread_target(lake.replace_where), spec, rows_, in_batch)
+                  for spec, rows_ in ((BRONZE_DOCUMENTS, docs), (BRONZE_QUARANTINE, bad))]
+        writes.append(pool.submit(inheritable_thread_target(quality.record_results), ctx, audited))
+        for write in writes:
+            write.result()
     now = datetime.now(timezone.utc)
     log_rows = [(f, prints[f][0], prints[f][1], summaries[f].get("sha256"), ctx.run_id, summaries[f]["documents"],
                  summaries[f]["quarantined"], sum(summaries[f]["skipped"].values()), now) for f in files]
