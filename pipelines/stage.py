@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
+from pyspark import inheritable_thread_target
 from pyspark.sql import SparkSession
 
 from pipelines.config import Config
@@ -30,3 +34,15 @@ class StageResult:
 
 class QualityGateError(RuntimeError):
     """An output failed its data-quality suite; nothing was published."""
+
+
+def run_together(*calls: tuple[Callable[..., Any], ...]) -> list[Any]:
+    """Run ``(function, *args)`` calls on driver threads at once and return their results in order.
+
+    For independent Spark jobs (Delta commits, small collects) whose fixed driver-side work would
+    leave the cores idle one after another. Each thread keeps the caller's Spark job group
+    (``inheritable_thread_target``). Waits for all; raises the error of the first failing call in the order given.
+    """
+    with ThreadPoolExecutor(len(calls), thread_name_prefix="crawlake-stage") as pool:
+        futures = [pool.submit(inheritable_thread_target(fn), *args) for fn, *args in calls]
+        return [f.result() for f in futures]

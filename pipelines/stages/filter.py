@@ -13,10 +13,9 @@ each rule, and the PII replacements.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
-from pyspark import StorageLevel, inheritable_thread_target
+from pyspark import StorageLevel
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -46,7 +45,7 @@ from pipelines.kernels.filters import (
     preset_steps,
 )
 from pipelines.kernels.filters.presets import PRESETS
-from pipelines.stage import StageContext, StageResult
+from pipelines.stage import StageContext, StageResult, run_together
 from schemas.catalog import SILVER_DOCUMENTS_CLEAN, SILVER_DOCUMENTS_DEDUP, SILVER_FILTER_DECISIONS
 
 
@@ -160,13 +159,9 @@ def run(ctx: StageContext) -> StageResult:
             F.sum(F.when(F.col("passed"), 0).otherwise(1)).alias("failed"), F.sum("value").alias("total"))
         # The rest only reads the cache: small jobs whose Delta commit and task start-ups leave the
         # cores idle when run one after another, so they run together (a 600-document stage took
-        # half the time). inheritable_thread_target keeps the runner's job group on their jobs.
-        with ThreadPoolExecutor(3, thread_name_prefix="crawlake-filter") as pool:
-            clean = pool.submit(inheritable_thread_target(lake.overwrite), SILVER_DOCUMENTS_CLEAN, clean_rows)
-            groups = pool.submit(inheritable_thread_target(by_group.collect))
-            by_rule = pool.submit(inheritable_thread_target(by_filter.collect))
-            clean.result()
-            groups, by_rule = groups.result(), by_rule.result()
+        # half the time).
+        _, groups, by_rule = run_together((lake.overwrite, SILVER_DOCUMENTS_CLEAN, clean_rows),
+                                          (by_group.collect,), (by_filter.collect,))
     finally:
         result.unpersist()
 

@@ -20,12 +20,10 @@ import json
 import os
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from functools import partial
 
 import fsspec
-from pyspark import inheritable_thread_target
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from rich.console import Console
@@ -33,7 +31,7 @@ from rich.console import Console
 from pipelines import quality
 from pipelines.config import IngestConfig
 from pipelines.kernels.warc import ROW_SCHEMA, IngestLimits, parse_files_to_batches
-from pipelines.stage import StageContext, StageResult
+from pipelines.stage import StageContext, StageResult, run_together
 from pipelines.tables import sql_list
 from schemas.catalog import BRONZE_DOCUMENTS, BRONZE_QUARANTINE, OPS_INGEST_LOG
 
@@ -133,12 +131,9 @@ def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[i
                             extra_checks=[("doc_id_unique_across_files", "doc_id", clashes == 0, f"{clashes} clashes")])
     # These three commits are independent (only the ingest log, written last, marks the files
     # done), so they run together: each is mostly Delta's fixed commit work on the driver.
-    with ThreadPoolExecutor(3, thread_name_prefix="crawlake-ingest") as pool:
-        writes = [pool.submit(inheritable_thread_target(lake.replace_where), spec, rows_, in_batch)
-                  for spec, rows_ in ((BRONZE_DOCUMENTS, docs), (BRONZE_QUARANTINE, bad))]
-        writes.append(pool.submit(inheritable_thread_target(quality.record_results), ctx, audited))
-        for write in writes:
-            write.result()
+    run_together((lake.replace_where, BRONZE_DOCUMENTS, docs, in_batch),
+                 (lake.replace_where, BRONZE_QUARANTINE, bad, in_batch),
+                 (quality.record_results, ctx, audited))
     now = datetime.now(timezone.utc)
     log_rows = [(f, prints[f][0], prints[f][1], summaries[f].get("sha256"), ctx.run_id, summaries[f]["documents"],
                  summaries[f]["quarantined"], sum(summaries[f]["skipped"].values()), now) for f in files]
