@@ -256,6 +256,7 @@ class ClicksConfig(_Strict):
     day_pattern: str | None = r"day_(\d+)"
     block_bytes: int = Field(16 * 1024 * 1024, ge=1024)
     vocab_min_frequency: int = Field(3, ge=1)
+    commit: Literal["auto", "spark"] = "auto"
 
 
 class Config(_Strict):

@@ -49,4 +49,4 @@ def record(ctx: StageContext, run: StageRun) -> None:
            r.rows_in if r else None, r.rows_out if r else None, r.rows_quarantined if r else None,
            r.input_versions if r else None, r.output_versions if r else None,
            ctx.cfg.hash(), code_version(), run.error)
-    ctx.lake.append(OPS_RUNS, ctx.spark.createDataFrame([row], OPS_RUNS.schema))
+    ctx.lake.append_rows(OPS_RUNS, [row])

@@ -122,8 +122,21 @@ def _validate(df: DataFrame, make_suite):
     return suite, result
 
 
+#: One expectation's outcome: (expectation type, column or None, success, observed value as text or None).
+Result = tuple[str, "str | None", bool, "str | None"]
+
+
+def _results(result) -> list[Result]:
+    out = []
+    for r in result.results:
+        cfg = r.expectation_config
+        observed = r.result.get("observed_value", r.result.get("unexpected_count"))
+        out.append((cfg.type, cfg.kwargs.get("column"), bool(r.success), None if observed is None else str(observed)))
+    return out
+
+
 def audit(ctx: StageContext, stage: str, spec: TableSpec, df: DataFrame,
-          extra_checks: list[tuple[str, str | None, bool, str]] = (), *, record: bool = True) -> DataFrame | None:
+          extra_checks: list[Result] = (), *, record: bool = True) -> list[tuple] | None:
     """Validate ``df`` (what is about to be published) against ``spec``'s suite.
 
     ``extra_checks`` are ``(expectation, column, success, observed)`` results computed by the
@@ -135,30 +148,69 @@ def audit(ctx: StageContext, stage: str, spec: TableSpec, df: DataFrame,
     the caller to append beside its own writes (:func:`record_results`); None when recorded here.
     """
     suite, result = _validate(df, SUITES[spec.qualified_name])
+    return gate(ctx, stage, spec, suite.name, _results(result) + list(extra_checks), record=record)
+
+
+def gate(ctx: StageContext, stage: str, spec: TableSpec, suite_name: str, results: list[Result], *,
+         record: bool = True) -> list[tuple] | None:
+    """Record ``results`` of ``spec``'s suite in ``ops.quality`` and raise QualityGateError naming
+    every failed expectation; ``record=False`` as for :func:`audit`."""
     now = datetime.now(timezone.utc)
-    rows, failed = [], []
-    for r in result.results:
-        cfg = r.expectation_config
-        column = cfg.kwargs.get("column")
-        observed = r.result.get("observed_value", r.result.get("unexpected_count"))
-        rows.append((ctx.run_id, stage, spec.qualified_name, suite.name, cfg.type, column, bool(r.success),
-                     None if observed is None else str(observed), now))
-        if not r.success:
-            failed.append(f"{cfg.type}({column}): {r.result.get('unexpected_count', observed)} unexpected")
-    for expectation, column, success, observed in extra_checks:
-        rows.append((ctx.run_id, stage, spec.qualified_name, suite.name, expectation, column, success, observed, now))
-        if not success:
-            failed.append(f"{expectation}({column}): {observed}")
-    results = ctx.spark.createDataFrame(rows, OPS_QUALITY.schema)
+    rows = [(ctx.run_id, stage, spec.qualified_name, suite_name, expectation, column, success, observed, now)
+            for expectation, column, success, observed in results]
+    failed = [f"{expectation}({column}): {observed} unexpected"
+              for expectation, column, success, observed in results if not success]
     if failed:
-        record_results(ctx, results)
+        record_results(ctx, rows)
         raise QualityGateError(f"{spec.qualified_name} failed its quality gate, nothing published: " + "; ".join(failed))
     if not record:
-        return results
-    record_results(ctx, results)
+        return rows
+    record_results(ctx, rows)
     return None
 
 
-def record_results(ctx: StageContext, results: DataFrame) -> None:
+@lru_cache(maxsize=None)
+def _pandas_batch_definition(suite_name: str, make_suite):
+    """As :func:`_batch_definition`, for pandas DataFrames (made once per process: a Spark task's
+    Python worker keeps it for the tasks after)."""
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    logging.getLogger("great_expectations").setLevel(logging.ERROR)
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    suite = context.suites.add(make_suite())
+    asset = context.data_sources.add_pandas(name="crawlake").add_dataframe_asset(name=suite_name)
+    return suite, asset.add_batch_definition_whole_dataframe("all")
+
+
+def validate_frame(frame, spec: TableSpec) -> list[Result]:
+    """``spec``'s suite on a pandas DataFrame, without Spark (e.g. inside a task, on the rows it
+    wrote). ``BOOLEAN_ONLY`` results; a failed suite is validated again with ``SUMMARY`` for the
+    unexpected counts. Combine the results of several frames with :func:`merge_results`."""
+    suite, definition = _pandas_batch_definition(spec.qualified_name, SUITES[spec.qualified_name])
+    batch = definition.get_batch(batch_parameters={"dataframe": frame})
+    result = batch.validate(suite, result_format="BOOLEAN_ONLY")
+    if not result.success:
+        result = batch.validate(suite, result_format="SUMMARY")
+    return _results(result)
+
+
+def merge_results(parts) -> list[Result]:
+    """The results of one suite over several frames as one: an expectation passes when it passed
+    on every frame; numeric observed values (unexpected counts) add up, others keep the first."""
+    merged: dict[tuple[str, str | None], list] = {}
+    for part in parts:
+        for expectation, column, success, observed in part:
+            entry = merged.setdefault((expectation, column), [expectation, column, True, None])
+            entry[2] = entry[2] and bool(success)
+            if observed is not None:
+                both = (entry[3], observed)
+                entry[3] = (str(int(both[0]) + int(both[1])) if entry[3] is not None
+                            and all(str(v).lstrip("-").isdigit() for v in both) else entry[3] or observed)
+    return [tuple(v) for v in merged.values()]
+
+
+def record_results(ctx: StageContext, results: list[tuple]) -> None:
     """Append an audit's rows (from ``audit(..., record=False)``) to ``ops.quality``."""
-    ctx.lake.append(OPS_QUALITY, results)
+    ctx.lake.append_rows(OPS_QUALITY, results)

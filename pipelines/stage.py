@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -46,3 +49,13 @@ def run_together(*calls: tuple[Callable[..., Any], ...]) -> list[Any]:
     with ThreadPoolExecutor(len(calls), thread_name_prefix="crawlake-stage") as pool:
         futures = [pool.submit(inheritable_thread_target(fn), *args) for fn, *args in calls]
         return [f.result() for f in futures]
+
+
+def failpoint(name: str) -> None:
+    """Hang here until killed when the environment variable ``CRAWLAKE_FAILPOINT`` equals ``name``;
+    a no-op otherwise. Crash tests use it to kill a process at a known step of a commit sequence
+    instead of racing commits that take milliseconds."""
+    if os.environ.get("CRAWLAKE_FAILPOINT") == name:
+        print(f"failpoint {name}: waiting to be killed", file=sys.stderr, flush=True)
+        while True:
+            time.sleep(60)

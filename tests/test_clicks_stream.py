@@ -3,7 +3,8 @@
 Wave 1 runs in this process (availableNow, two micro-batches of at most two files). Wave 2 runs as
 ``spark-submit jobs/stream_clicks.py --available-now``, whose whole process group (driver JVM and
 Python) is SIGKILLed right after the micro-batch's ``bronze.clicks`` commit, before its quarantine,
-ingest log and checkpoint commit. The query restarts as ``python -m pipelines.cli clicks stream
+ingest log and checkpoint commit (the process waits there, at a failpoint, to be killed: the
+commits after it take milliseconds). The query restarts as ``python -m pipelines.cli clicks stream
 --processing-time 1s``, replays that batch, picks up wave 3 as it lands, and is stopped with
 SIGTERM, which must exit 0. After each step ``bronze.clicks`` must hold exactly the files' valid
 lines, once each, and the quarantine exactly the planted bad lines.
@@ -87,9 +88,10 @@ def test_three_waves_a_sigkill_and_a_sigterm_leave_every_line_once(spark, tmp_pa
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--jars", jars, str(REPO / "jobs" / "stream_clicks.py"),
            "--landing", str(landing), "--available-now", "--lake-root", str(root), *SETTINGS]
     with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_env(), cwd=REPO,
-                                start_new_session=True)
-    _wait(lambda: _commits(bronze_log) != before, proc, log, "the first bronze commit of wave 2")
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
+                                env=dict(_env(), CRAWLAKE_FAILPOINT="clicks_ingest.after_rows_commit"))
+    _wait(lambda: _commits(bronze_log) != before and "failpoint" in log.read_text(), proc, log,
+          "the first bronze commit of wave 2")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     offsets, committed = _batch_ids(checkpoint / "offsets"), _batch_ids(checkpoint / "commits")

@@ -25,7 +25,8 @@ lands in.
 Speed: a file is read in blocks of ``block_bytes`` (``pyarrow`` decompresses ``.gz``/``.bz2``/
 ``.zst``); a block is checked with byte-level scans (``bytes.translate``/``count``, numpy), parsed
 by ``pyarrow.csv`` with quoting off and the typed schema, and only the lines that fail a check are
-looked at one by one in Python. :func:`parse_files_to_batches` is what the engines call.
+looked at one by one in Python. :func:`write_file` is what the engines call (rows and quarantined
+lines straight to Parquet files); :func:`parse_files_to_batches` yields the same batches instead.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -479,58 +480,90 @@ def parse_file(path: str, fmt: ClickFormat | str = "tsv", *, block_bytes: int = 
     yield summary_batch(source, day, counts)
 
 
-#: A staged file of rows (:func:`stage_file`): :data:`ROW_SCHEMA` less ``kind`` and the quarantine columns.
-STAGED_SCHEMA = pa.schema([f for f in ROW_SCHEMA if f.name not in ("kind", "raw_line", "reason", "detail")])
+@dataclass(frozen=True)
+class ParquetTarget:
+    """Where :func:`write_file` puts one kind of line: a Parquet file ``path`` (local or fsspec URL)
+    with ``columns`` in order, each a name of :data:`ROW_SCHEMA` or of the call's ``constants``;
+    ``options`` go to ``pyarrow.parquet.ParquetWriter`` (e.g. ``use_dictionary``, ``write_statistics``)."""
+    path: str
+    columns: tuple[str, ...]
+    options: tuple[tuple[str, object], ...] = ()
 
 
-def staged_path(out_dir: str, source_file: str) -> str:
-    """Where :func:`stage_file` puts the rows of ``source_file``: ``<out_dir>/<file_key>.parquet``."""
-    return f"{out_dir.rstrip('/')}/{file_key(normalize_source(source_file))}.parquet"
+class _ParquetSink:
+    """One Parquet file, opened on the first batch, that appears whole or not at all: written
+    under a hidden name and renamed on close (object stores publish on close)."""
+
+    def __init__(self, target: ParquetTarget, constants: Mapping[str, pa.Scalar]):
+        self.target, self.constants = target, constants
+        self.schema = pa.schema([pa.field(c, constants[c].type) if c in constants else ROW_SCHEMA.field(c)
+                                 for c in target.columns])
+        self.stream = self.writer = self.tmp = None
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self.writer is None:
+            final = self.target.path
+            if "://" in final:
+                import fsspec
+
+                self.stream = fsspec.open(final, "wb", auto_mkdir=True).open()
+            else:
+                os.makedirs(os.path.dirname(final) or ".", exist_ok=True)
+                self.tmp = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.{os.getpid()}.tmp")
+                self.stream = open(self.tmp, "wb")
+            self.writer = pq.ParquetWriter(self.stream, self.schema, **dict(self.target.options))
+        n = batch.num_rows
+        self.writer.write_batch(pa.RecordBatch.from_arrays(
+            [pa.repeat(self.constants[c], n) if c in self.constants else batch.column(c) for c in self.target.columns],
+            schema=self.schema))
+
+    def close(self) -> bool:
+        """Finish the file; True if one was written."""
+        if self.writer is None:
+            return False
+        self.writer.close()
+        self.stream.close()
+        if self.tmp is not None:
+            os.replace(self.tmp, self.target.path)
+        return True
+
+    def abort(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+        if self.tmp is not None and os.path.exists(self.tmp):
+            os.remove(self.tmp)
 
 
-def stage_file(path: str, out_dir: str, fmt: ClickFormat | str = "tsv", *, block_bytes: int = 16 << 20,
-               day_pattern: str | None = r"day_(\d+)") -> Iterator[pa.RecordBatch]:
-    """:func:`parse_file`, with the rows written to one Parquet file (:data:`STAGED_SCHEMA`, at
-    :func:`staged_path`) instead of yielded: yields the file's quarantine batches and summary row.
+def write_file(path: str, rows: ParquetTarget, quarantine: ParquetTarget, fmt: ClickFormat | str = "tsv", *,
+               constants: Mapping[str, pa.Scalar] | None = None, block_bytes: int = 16 << 20,
+               day_pattern: str | None = r"day_(\d+)") -> dict[str, int]:
+    """:func:`parse_file` with its rows written to one Parquet file (``rows``) and its quarantined
+    lines to another (``quarantine``); returns the file's counts (``lines``, ``rows``,
+    ``quarantined``, ``header_lines``, as in its summary row).
 
-    The rows are usually nearly all of a file; written here by pyarrow, they never cross into an
-    engine's row format before the engine reads them back as Parquet (columnar, only the columns
-    it needs). The file appears whole or not at all (written under a hidden name, then renamed;
-    object stores publish on close), so a retried task simply writes it again. ``out_dir`` is a
-    local folder or an fsspec URL.
+    A file is written only when it gets at least one line (so ``rows.path`` exists iff
+    ``counts["rows"] > 0``). The rows are usually nearly all of a file; written here by pyarrow
+    (snappy), they never cross into an engine's row format. Each file appears whole or not at all,
+    so a retried task simply writes it again. Raises OSError when ``path`` cannot be read, KeyError
+    for a column that is neither in :data:`ROW_SCHEMA` nor in ``constants``.
     """
-    target = staged_path(out_dir, path)
-    names = STAGED_SCHEMA.names
-    if "://" in target:
-        import fsspec
-
-        opened, final = fsspec.open(target, "wb").open(), None
-    else:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        final = target
-        target = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.{os.getpid()}.tmp")
-        opened = open(target, "wb")
+    constants = dict(constants or {})
+    sinks = {"row": _ParquetSink(rows, constants), "quarantine": _ParquetSink(quarantine, constants)}
+    counts: dict[str, int] = {}
     try:
-        with opened, pq.ParquetWriter(opened, STAGED_SCHEMA) as writer:
-            for batch in parse_file(path, fmt, block_bytes=block_bytes, day_pattern=day_pattern):
-                if batch.num_rows and batch.column(0)[0].as_py() == "row":
-                    writer.write_batch(pa.RecordBatch.from_arrays([batch.column(n) for n in names],
-                                                                  schema=STAGED_SCHEMA))
-                else:
-                    yield batch
+        for batch in parse_file(path, fmt, block_bytes=block_bytes, day_pattern=day_pattern):
+            kind = batch.column(0)[0].as_py() if batch.num_rows else None
+            if kind == "summary":
+                counts = json.loads(batch.column("detail")[0].as_py())
+            elif kind is not None:
+                sinks[kind].write(batch)
+        for sink in sinks.values():
+            sink.close()
     except BaseException:
-        if final is not None and os.path.exists(target):
-            os.remove(target)
+        for sink in sinks.values():
+            sink.abort()
         raise
-    if final is not None:
-        os.replace(target, final)
-
-
-def stage_files(paths: Iterable[str], out_dir: str, fmt: str = "tsv", block_bytes: int = 16 << 20,
-                day_pattern: str | None = r"day_(\d+)") -> Iterator[pa.RecordBatch]:
-    """:func:`stage_file` over several files, in order (what a Spark task of ``clicks ingest`` runs)."""
-    for path in paths:
-        yield from stage_file(path, out_dir, fmt, block_bytes=block_bytes, day_pattern=day_pattern)
+    return counts
 
 
 def summary_batch(source_file: str, day: int | None, counts: dict[str, int]) -> pa.RecordBatch:

@@ -1,0 +1,263 @@
+"""Parquet files written by engine workers, committed to a Delta table by deltalake (no JVM).
+
+A stage whose tasks already write their output as Parquet files with pyarrow (``clicks ingest``)
+needs no Spark Delta write, which would read those rows back into the JVM, encode them again and
+collect statistics there. Instead each task writes its file straight into the table's folder
+(invisible to readers until committed), :func:`describe` turns the file's footer into a Delta add
+action with per-file statistics, and the driver commits all of them, with the remove actions of
+the files they replace, as one Delta transaction through ``deltalake`` (delta-rs). Spark, delta-rs
+and every other Delta reader see an ordinary commit.
+
+Follows the Delta protocol (delta-io/delta ``PROTOCOL.md``: "Add File and Remove File",
+"Per-file Statistics", "Partition Value Serialization", "Set Transaction"). Only tables a plain
+append may write are used (writer version <= 2: no CHECK constraints, generated columns or table
+features a writer must enforce on the data); :func:`writable` says which.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+#: The partition folder (and Spark's spelling) of a null partition value.
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+#: Delta keeps string min/max statistics as 32-character prefixes (with a tie-breaker on the
+#: max); longer values are left out of the statistics here, which readers take as "unknown".
+STRING_PREFIX_LENGTH = 32
+#: Characters Hive/Spark escape as %XX in partition folder names.
+_ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(32)}
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One written Parquet file, ready to become a Delta add action."""
+    path: str                                   # relative to the table root, '/'-separated
+    size_bytes: int
+    partition_values: dict[str, str | None]     # serialized as the protocol says (None = null)
+    num_records: int
+    stats: str                                  # the add action's JSON statistics
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "DataFile":
+        return cls(**json.loads(text))
+
+
+def local_path(uri: str) -> str | None:
+    """The local folder of a table URI (a plain path or ``file:``), else None."""
+    if uri.startswith("file://"):
+        return uri[len("file://"):]
+    if uri.startswith("file:"):
+        return uri[len("file:"):]
+    return None if "://" in uri else os.path.abspath(uri)
+
+
+def serialize_partition_value(value) -> str | None:
+    """A partition value as Delta stores it in ``partitionValues`` (None for null)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if isinstance(value, date):
+        return value.isoformat()
+    return str(value)
+
+
+def partition_folder(values: Mapping[str, object]) -> str:
+    """``col=value/...`` for ``values`` in order, Hive-escaped, nulls as :data:`NULL_PARTITION`."""
+    parts = []
+    for name, value in values.items():
+        text = serialize_partition_value(value)
+        text = NULL_PARTITION if text is None else "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in text)
+        parts.append(f"{name}={text}")
+    return "/".join(parts)
+
+
+def indexed_columns(columns: Sequence[str], partition_by: Sequence[str], configuration: Mapping[str, str | None]) -> list[str]:
+    """The columns whose statistics Delta keeps: ``delta.dataSkippingStatsColumns`` if set, else
+    the first ``delta.dataSkippingNumIndexedCols`` (default 32, -1 = all) non-partition columns."""
+    named = configuration.get("delta.dataSkippingStatsColumns")
+    if named:
+        return [c.strip().strip("`") for c in named.split(",") if c.strip()]
+    data_columns = [c for c in columns if c not in partition_by]
+    n = int(configuration.get("delta.dataSkippingNumIndexedCols") or 32)
+    return data_columns if n < 0 else data_columns[:n]
+
+
+def _stat_value(value):
+    if isinstance(value, datetime):   # Delta's timestamp statistics: UTC, milliseconds
+        value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, str) and len(value) > STRING_PREFIX_LENGTH:
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        return None
+    return value
+
+
+def file_stats(metadata: pq.FileMetaData, columns: Sequence[str]) -> dict:
+    """Delta per-file statistics of a Parquet file from its footer: ``numRecords`` and, for each
+    top-level column of ``columns`` in the file, ``minValues``/``maxValues``/``nullCount`` over
+    its row groups. A column whose min/max a row group lacks, or cannot be stated exactly (strings
+    over :data:`STRING_PREFIX_LENGTH` characters, binary), gets no min/max: readers then never
+    skip the file by it."""
+    stats: dict = {"numRecords": metadata.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
+    where = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    for name in columns:
+        if name not in where:
+            continue
+        j = where[name]
+        lows, highs, nulls = [], [], 0
+        for g in range(metadata.num_row_groups):
+            s = metadata.row_group(g).column(j).statistics
+            if s is None or not s.has_null_count:
+                nulls = None
+            elif nulls is not None:
+                nulls += s.null_count
+            if s is not None and s.has_min_max:
+                lows.append(s.min)
+                highs.append(s.max)
+            elif s is None or s.null_count != metadata.row_group(g).num_rows:
+                lows = highs = None   # a row group with values but no min/max: unknown
+                break
+        if nulls is not None:
+            stats["nullCount"][name] = nulls
+        if lows and highs:
+            low, high = _stat_value(min(lows)), _stat_value(max(highs))
+            if low is not None and high is not None:
+                stats["minValues"][name], stats["maxValues"][name] = low, high
+    return stats
+
+
+def describe(table_root: str, relative_path: str, partition_values: Mapping[str, object],
+             stats_columns: Sequence[str]) -> DataFile:
+    """The :class:`DataFile` of ``<table_root>/<relative_path>`` (a finished local Parquet file).
+
+    Raises OSError when the file is missing, pyarrow.ArrowInvalid when it is not Parquet.
+    """
+    full = os.path.join(table_root, relative_path)
+    metadata = pq.read_metadata(full)
+    return DataFile(relative_path, os.path.getsize(full),
+                    {k: serialize_partition_value(v) for k, v in partition_values.items()},
+                    metadata.num_rows, json.dumps(file_stats(metadata, stats_columns), separators=(",", ":")))
+
+
+def writable(table_uri: str) -> bool:
+    """True when ``table_uri`` is a local Delta table (or no table yet) that a plain commit of
+    add/remove actions may write: writer version <= 2 and no table features."""
+    from deltalake import DeltaTable
+
+    root = local_path(table_uri)
+    if root is None:
+        return False
+    if not DeltaTable.is_deltatable(root):
+        return not os.path.exists(os.path.join(root, "_delta_log"))
+    protocol = DeltaTable(root).protocol()
+    return protocol.min_writer_version <= 2 and not protocol.writer_features
+
+
+def commit(table_uri: str, schema: pa.Schema | str, partition_by: Sequence[str], adds: Sequence[DataFile],
+           removes: Sequence[Mapping] = (), *, txn: tuple[str, int] | None = None,
+           configuration: Mapping[str, str] | None = None, operation: str = "WRITE") -> None:
+    """Commit ``adds`` (files already under the table's folder) and ``removes`` (rows of
+    :func:`files_in`, as dicts: the files to retire) as one Delta transaction; create the table first commit if it
+    does not exist, with ``schema`` (Arrow schema or Delta schema JSON), ``partition_by`` and
+    ``configuration`` (table properties).
+
+    ``txn=(app_id, version)`` records a Delta set-transaction, as Spark's ``txnAppId``/
+    ``txnVersion`` options do; callers check :func:`committed_version` before writing.
+    Raises deltalake's errors (e.g. CommitFailedError on a conflicting concurrent commit).
+    """
+    from deltalake import DeltaTable, Schema
+    from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction, create_table_with_add_actions
+
+    root = local_path(table_uri) or table_uri
+    now_ms = int(time.time() * 1000)
+    add_actions = [AddAction(f.path, f.size_bytes, f.partition_values, now_ms, True, f.stats) for f in adds]
+    props = CommitProperties(app_transactions=[Transaction(txn[0], int(txn[1]))] if txn else None,
+                             custom_metadata={"crawlake.operation": operation})
+    if not DeltaTable.is_deltatable(root):
+        delta_schema = Schema.from_json(schema) if isinstance(schema, str) else Schema.from_arrow(schema)
+        create_table_with_add_actions(root, delta_schema, add_actions, mode="error", partition_by=list(partition_by),
+                                      configuration=dict(configuration or {}), commit_properties=props)
+        return
+    table = DeltaTable(root)
+    remove_actions = [RemoveAction(r["path"], True, now_ms, r.get("size_bytes"),
+                                   {k[len("partition."):]: serialize_partition_value(v)
+                                    for k, v in r.items() if k.startswith("partition.")})
+                      for r in removes]
+    table.create_write_transaction([*remove_actions, *add_actions], mode="append", schema=table.schema(),
+                                   partition_by=list(partition_by) or None, commit_properties=props)
+
+
+def append_table(table_uri: str, table: pa.Table, partition_by: Sequence[str] = (),
+                 configuration: Mapping[str, str] | None = None) -> None:
+    """Append ``table``'s rows (deltalake writes and commits them); create the table, with
+    ``partition_by`` and ``configuration``, if it does not exist."""
+    from deltalake import DeltaTable, write_deltalake
+
+    root = local_path(table_uri) or table_uri
+    if DeltaTable.is_deltatable(root):
+        write_deltalake(root, table, mode="append")
+    else:
+        write_deltalake(root, table, mode="error", partition_by=list(partition_by) or None,
+                        configuration=dict(configuration or {}))
+
+
+def committed_version(table_uri: str, app_id: str) -> int | None:
+    """The last set-transaction version of ``app_id`` in the table (None: none, or no table)."""
+    from deltalake import DeltaTable
+
+    root = local_path(table_uri) or table_uri
+    if not DeltaTable.is_deltatable(root):
+        return None
+    return DeltaTable(root).transaction_version(app_id)
+
+
+def table_version(table_uri: str) -> int | None:
+    """The table's latest version (None: no table)."""
+    from deltalake import DeltaTable
+
+    root = local_path(table_uri) or table_uri
+    return DeltaTable(root).version() if DeltaTable.is_deltatable(root) else None
+
+
+def files_in(table_uri: str, partitions: Mapping[str, Sequence[object]] | None = None,
+             columns: Sequence[str] = ()) -> pa.Table:
+    """The table's live files (``path``, ``size_bytes``, ``partition.<col>``, ``min.<c>``,
+    ``max.<c>`` of ``columns``), only those whose partition values are in ``partitions``
+    (``{col: [values, None for null]}``). An empty table when the table does not exist."""
+    from deltalake import DeltaTable
+
+    root = local_path(table_uri) or table_uri
+    if not DeltaTable.is_deltatable(root):
+        return pa.table({"path": pa.array([], pa.string()), "size_bytes": pa.array([], pa.int64())})
+    actions = pa.table(DeltaTable(root).get_add_actions(flatten=True))
+    keep = None
+    for column, values in (partitions or {}).items():
+        col = actions.column(f"partition.{column}")
+        wanted = [v for v in values if v is not None]
+        hit = pc.is_in(col, value_set=pa.array(wanted, col.type)) if wanted else pa.repeat(False, len(col))
+        if None in values:
+            hit = pc.or_(pc.fill_null(hit, False), pc.is_null(col))
+        hit = pc.fill_null(hit, False)
+        keep = hit if keep is None else pc.and_(keep, hit)
+    if keep is not None:
+        actions = actions.filter(keep)
+    names = ["path", "size_bytes", *[n for n in actions.column_names if n.startswith("partition.")],
+             *[f"{kind}.{c}" for c in columns for kind in ("min", "max") if f"{kind}.{c}" in actions.column_names]]
+    return actions.select(names)
