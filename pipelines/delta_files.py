@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
@@ -51,6 +52,51 @@ class DataFile:
     @classmethod
     def from_json(cls, text: str) -> "DataFile":
         return cls(**json.loads(text))
+
+
+class PartFile:
+    """One Parquet data file a task writes into a table's folder: opened on the first batch,
+    written under a hidden name and renamed on close, so it appears whole or not at all (object
+    stores publish on close). ``options`` go to ``pyarrow.parquet.ParquetWriter``."""
+
+    def __init__(self, path: str, schema: pa.Schema, **options):
+        self.path, self.schema, self.options = path, schema, options
+        self.stream = self.writer = self.tmp = None
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self.writer is None:
+            if "://" in self.path:
+                import fsspec
+
+                self.stream = fsspec.open(self.path, "wb", auto_mkdir=True).open()
+            else:
+                folder = os.path.dirname(self.path) or "."
+                os.makedirs(folder, exist_ok=True)
+                self.tmp = os.path.join(folder, f".{os.path.basename(self.path)}.{os.getpid()}.tmp")
+                self.stream = open(self.tmp, "wb")
+            self.writer = pq.ParquetWriter(self.stream, self.schema, **self.options)
+        self.writer.write_batch(batch)
+
+    def close(self) -> bool:
+        """Finish the file; True if one was written (at least one batch)."""
+        if self.writer is None:
+            return False
+        self.writer.close()
+        self.stream.close()
+        if self.tmp is not None:
+            os.replace(self.tmp, self.path)
+        return True
+
+    def abort(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+        if self.tmp is not None and os.path.exists(self.tmp):
+            os.remove(self.tmp)
+
+
+def part_name() -> str:
+    """A fresh data file name, ``part-<uuid4 hex>.c000.snappy.parquet``."""
+    return f"part-{uuid.uuid4().hex}.c000.snappy.parquet"
 
 
 def local_path(uri: str) -> str | None:
@@ -156,9 +202,25 @@ def describe(table_root: str, relative_path: str, partition_values: Mapping[str,
                     metadata.num_rows, json.dumps(file_stats(metadata, stats_columns), separators=(",", ":")))
 
 
-def writable(table_uri: str) -> bool:
+def as_nullable(schema, *, metadata: bool = True):
+    """A Delta/Spark schema (parsed JSON) with every field, array element and map value nullable
+    (what Spark's path writes store); ``metadata=False`` also drops field metadata (the form
+    schemas are compared in)."""
+    if isinstance(schema, dict):
+        out = {k: as_nullable(v, metadata=metadata) for k, v in schema.items() if metadata or k != "metadata"}
+        for key in ("nullable", "containsNull", "valueContainsNull"):
+            if key in out:
+                out[key] = True
+        return out
+    if isinstance(schema, list):
+        return [as_nullable(v, metadata=metadata) for v in schema]
+    return schema
+
+
+def writable(table_uri: str, schema_json: str | None = None) -> bool:
     """True when ``table_uri`` is a local Delta table (or no table yet) that a plain commit of
-    add/remove actions may write: writer version <= 2 and no table features."""
+    add/remove actions may write: writer version <= 2, no table features and, given
+    ``schema_json`` (a Spark/Delta struct type as JSON), the same column names and types."""
     from deltalake import DeltaTable
 
     root = local_path(table_uri)
@@ -166,8 +228,14 @@ def writable(table_uri: str) -> bool:
         return False
     if not DeltaTable.is_deltatable(root):
         return not os.path.exists(os.path.join(root, "_delta_log"))
-    protocol = DeltaTable(root).protocol()
-    return protocol.min_writer_version <= 2 and not protocol.writer_features
+    table = DeltaTable(root)
+    protocol = table.protocol()
+    if protocol.min_writer_version > 2 or protocol.writer_features:
+        return False
+    if schema_json is None:
+        return True
+    have, want = (as_nullable(json.loads(text), metadata=False) for text in (table.schema().to_json(), schema_json))
+    return have == want
 
 
 def commit(table_uri: str, schema: pa.Schema | str, partition_by: Sequence[str], adds: Sequence[DataFile],

@@ -11,6 +11,7 @@ Unity Catalog) it is ``<catalog>.<schema>.<layer>_<name>``.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -38,6 +39,17 @@ def sql_list(values: list[str]) -> str:
 def _match(keys) -> str:
     """MERGE condition: target ``t`` and source ``s`` equal on ``keys``."""
     return " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+
+
+def delta_schema_json(spec: TableSpec) -> str:
+    """``spec``'s schema as Delta stores it for a path write: every column, array element and map
+    value nullable, as Spark's path writes make them (``StructType.asNullable``)."""
+    return json.dumps(delta_files.as_nullable(json.loads(spec.schema.json())))
+
+
+def arrow_schema(spec: TableSpec):
+    """``spec``'s schema as Arrow (timestamps UTC microseconds), every column nullable."""
+    return to_arrow_schema(StructType([StructField(f.name, f.dataType, True) for f in spec.schema]))
 
 
 class Lake:
@@ -74,6 +86,8 @@ class Lake:
 
     def version(self, spec: TableSpec) -> int | None:
         """Latest Delta version, or None when the table does not exist."""
+        if self.cfg.mode == "path" and (local := delta_files.local_path(self.location(spec))) is not None:
+            return delta_files.table_version(local)   # the log's listing; no Spark job
         if not self.exists(spec):
             return None
         return int(self._delta(spec).history(1).select("version").first()[0])
@@ -152,6 +166,15 @@ class Lake:
         """Append rows; only for append-only ledgers keyed by a fresh run id."""
         self._save(spec, self._writer(spec, df, "append"))
 
+    def direct_location(self, spec: TableSpec) -> str | None:
+        """The local folder of ``spec``'s table when tasks may write its Parquet files themselves
+        and the driver commit them with deltalake (:mod:`pipelines.delta_files`): path mode, a
+        local lake, a plain protocol and the catalog's columns. None otherwise (use Spark)."""
+        location = self.location(spec)
+        if self.cfg.mode == "path" and delta_files.writable(location, delta_schema_json(spec)):
+            return delta_files.local_path(location)
+        return None
+
     def append_rows(self, spec: TableSpec, rows: list[tuple]) -> None:
         """Append a few rows (tuples in ``spec``'s column order), as :meth:`append`.
 
@@ -159,10 +182,9 @@ class Lake:
         one ledger row costs about a second of driver and job overhead), else through Spark.
         Raises TypeError/ArrowInvalid (deltalake) or Spark's error when a value does not fit its column.
         """
-        location = self.location(spec)
-        if self.cfg.mode == "path" and delta_files.writable(location):
-            schema = to_arrow_schema(StructType([StructField(f.name, f.dataType, True) for f in spec.schema]))
-            table = pa.Table.from_pylist([dict(zip(spec.columns, row)) for row in rows], schema=schema)
+        location = self.direct_location(spec)
+        if location is not None:
+            table = pa.Table.from_pylist([dict(zip(spec.columns, row)) for row in rows], schema=arrow_schema(spec))
             delta_files.append_table(location, table, spec.partition_by, dict(spec.properties))
         else:
             self.append(spec, self.spark.createDataFrame(rows, spec.schema))

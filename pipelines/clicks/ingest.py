@@ -50,7 +50,7 @@ from pipelines import delta_files, quality
 from pipelines.delta_files import DataFile, describe, partition_folder
 from pipelines.kernels.clicks import ParquetTarget, day_of, file_key, get_format, normalize_source, write_file
 from pipelines.stage import StageContext, StageResult, failpoint, run_together
-from pipelines.tables import Lake, sql_list
+from pipelines.tables import Lake, delta_schema_json, sql_list
 from schemas.catalog import BRONZE_CLICKS, BRONZE_CLICKS_QUARANTINE, OPS_CLICKS_INGEST_LOG, TableSpec
 
 
@@ -226,15 +226,9 @@ _TABLES = (BRONZE_CLICKS, BRONZE_CLICKS_QUARANTINE, OPS_CLICKS_INGEST_LOG)
 
 
 def _direct(lake: Lake, cfg) -> bool:
-    """Whether this ingest commits through deltalake: ``clicks.commit: auto``, a path-mode lake,
-    and its three tables local ones a plain commit may write (:func:`pipelines.delta_files.writable`)."""
-    return (cfg.commit == "auto" and lake.cfg.mode == "path"
-            and all(delta_files.writable(lake.location(spec)) for spec in _TABLES))
-
-
-def _delta_schema(spec: TableSpec) -> str:
-    """``spec``'s schema as Delta stores it, all columns nullable as Spark's path writes make them."""
-    return StructType([StructField(f.name, f.dataType, True) for f in spec.schema]).json()
+    """Whether this ingest commits through deltalake: ``clicks.commit: auto`` and tables that
+    :meth:`Lake.direct_location` allows (local path-mode lake, plain protocol, catalog columns)."""
+    return cfg.commit == "auto" and all(lake.direct_location(spec) for spec in _TABLES)
 
 
 def _stats_columns(lake: Lake, spec: TableSpec) -> list[str]:
@@ -379,7 +373,7 @@ def _publish_with_deltalake(lake: Lake, summaries: dict[str, dict], todo: list[L
                                         (BRONZE_CLICKS_QUARANTINE, quarantine_table, "quarantine", replaced_quarantine)):
         adds = [DataFile.from_json(d[f"{kind}_add"]) for d in summaries.values() if f"{kind}_add" in d]
         if not _replayed(table, txn) and (adds or replaced):
-            delta_files.commit(table, _delta_schema(spec), spec.partition_by, adds, replaced, txn=txn,
+            delta_files.commit(table, delta_schema_json(spec), spec.partition_by, adds, replaced, txn=txn,
                                configuration=dict(spec.properties), operation="clicks ingest")
             for f in adds:
                 orphans.remove(f"{table}/{f.path}")

@@ -43,7 +43,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 LABEL = "label"
 INT_COLUMNS: tuple[str, ...] = tuple(f"I{i}" for i in range(1, 14))
@@ -491,47 +490,27 @@ class ParquetTarget:
 
 
 class _ParquetSink:
-    """One Parquet file, opened on the first batch, that appears whole or not at all: written
-    under a hidden name and renamed on close (object stores publish on close)."""
+    """A :class:`~pipelines.delta_files.PartFile` of ``target``'s columns, constants filled in."""
 
     def __init__(self, target: ParquetTarget, constants: Mapping[str, pa.Scalar]):
-        self.target, self.constants = target, constants
-        self.schema = pa.schema([pa.field(c, constants[c].type) if c in constants else ROW_SCHEMA.field(c)
-                                 for c in target.columns])
-        self.stream = self.writer = self.tmp = None
+        from pipelines.delta_files import PartFile
+
+        self.columns, self.constants = target.columns, constants
+        schema = pa.schema([pa.field(c, constants[c].type) if c in constants else ROW_SCHEMA.field(c)
+                            for c in target.columns])
+        self.file = PartFile(target.path, schema, **dict(target.options))
 
     def write(self, batch: pa.RecordBatch) -> None:
-        if self.writer is None:
-            final = self.target.path
-            if "://" in final:
-                import fsspec
-
-                self.stream = fsspec.open(final, "wb", auto_mkdir=True).open()
-            else:
-                os.makedirs(os.path.dirname(final) or ".", exist_ok=True)
-                self.tmp = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.{os.getpid()}.tmp")
-                self.stream = open(self.tmp, "wb")
-            self.writer = pq.ParquetWriter(self.stream, self.schema, **dict(self.target.options))
         n = batch.num_rows
-        self.writer.write_batch(pa.RecordBatch.from_arrays(
-            [pa.repeat(self.constants[c], n) if c in self.constants else batch.column(c) for c in self.target.columns],
-            schema=self.schema))
+        self.file.write(pa.RecordBatch.from_arrays(
+            [pa.repeat(self.constants[c], n) if c in self.constants else batch.column(c) for c in self.columns],
+            schema=self.file.schema))
 
     def close(self) -> bool:
-        """Finish the file; True if one was written."""
-        if self.writer is None:
-            return False
-        self.writer.close()
-        self.stream.close()
-        if self.tmp is not None:
-            os.replace(self.tmp, self.target.path)
-        return True
+        return self.file.close()
 
     def abort(self) -> None:
-        if self.stream is not None:
-            self.stream.close()
-        if self.tmp is not None and os.path.exists(self.tmp):
-            os.remove(self.tmp)
+        self.file.abort()
 
 
 def write_file(path: str, rows: ParquetTarget, quarantine: ParquetTarget, fmt: ClickFormat | str = "tsv", *,

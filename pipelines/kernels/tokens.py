@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from tokenizers import Tokenizer
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -50,6 +51,14 @@ SEQUENCE_SCHEMA = pa.schema([
     ("tokenizer", pa.string()),
 ])
 WORD_COUNT_SCHEMA = pa.schema([("word", pa.string()), ("count", pa.int64())])
+#: One row per document: its tokens (no separator), and where it starts (sequence, offset).
+DOCUMENT_TOKENS_SCHEMA = pa.schema([
+    ("doc_id", pa.string()),
+    ("num_tokens", pa.int32()),
+    ("seq_id", pa.string()),
+    ("offset", pa.int32()),
+    ("tokenizer", pa.string()),
+])
 
 
 def default_model_dir() -> Path:
@@ -280,3 +289,17 @@ def train_bpe(word_counts: Iterable[tuple[str, int]], vocab_size: int, min_frequ
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     return tok
+
+
+def document_rows(sequences: pa.RecordBatch) -> pa.RecordBatch:
+    """:data:`DOCUMENT_TOKENS_SCHEMA` rows of the documents starting in ``sequences`` (a
+    :data:`SEQUENCE_SCHEMA` batch from :func:`pack_batches`): its ``doc_ids``, ``doc_num_tokens``
+    and ``doc_boundaries`` lists flattened, each with its sequence's ``seq_id`` and tokenizer."""
+    parents = pc.list_parent_indices(sequences.column("doc_ids"))
+    return pa.RecordBatch.from_arrays([
+        pc.list_flatten(sequences.column("doc_ids")),
+        pc.list_flatten(sequences.column("doc_num_tokens")),
+        pc.take(sequences.column("seq_id"), parents),
+        pc.list_flatten(sequences.column("doc_boundaries")),
+        pc.take(sequences.column("tokenizer"), parents),
+    ], schema=DOCUMENT_TOKENS_SCHEMA)

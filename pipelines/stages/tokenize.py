@@ -3,8 +3,12 @@
 Documents are spread over ``tokenize.pack_groups`` groups by a hash of their doc_id (xxhash64,
 stable across Spark versions), sorted by doc_id inside each group and packed there by
 :func:`pipelines.kernels.tokens.pack_batches` (one Spark task per group), so the table is the same
-on every run and no data passes through the driver. ``gold.document_tokens`` is read back out of
-the sequences' ``doc_ids``/``doc_num_tokens`` columns, so every document is tokenized once.
+on every run and no data passes through the driver. Each task also derives its documents'
+``gold.document_tokens`` rows from the sequences it packed (:func:`document_rows`), so every
+document is tokenized once. On a local path-mode lake the tasks write both tables' Parquet files
+themselves and the driver replaces each table's files in one deltalake commit
+(:mod:`pipelines.delta_files`); elsewhere (catalog mode, object stores) Spark's Delta writer
+writes the sequences and the document rows are read back out of them.
 
 Conservation (checked by the tests on real data): ``sum(token_sequences.num_tokens) ==
 sum(document_tokens.num_tokens) + count(document_tokens)`` (one separator after each document),
@@ -13,13 +17,20 @@ and ``count(document_tokens) == count(documents_clean)``.
 
 from __future__ import annotations
 
+import json
 from functools import partial
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
-from pipelines.kernels.tokens import PackParams, pack_batches
+from pipelines import delta_files
+from pipelines.kernels.tokens import DOCUMENT_TOKENS_SCHEMA, SEQUENCE_SCHEMA, PackParams, document_rows, pack_batches
 from pipelines.stage import StageContext, StageResult
+from pipelines.tables import delta_schema_json
 from schemas.catalog import GOLD_DOCUMENT_TOKENS, GOLD_TOKEN_SEQUENCES, SILVER_DOCUMENTS_CLEAN
+
+OUTPUTS = {"sequences": GOLD_TOKEN_SEQUENCES, "documents": GOLD_DOCUMENT_TOKENS}
 
 
 def run(ctx: StageContext) -> StageResult:
@@ -31,6 +42,71 @@ def run(ctx: StageContext) -> StageResult:
                .withColumn("pack_group", F.pmod(F.xxhash64("doc_id"), F.lit(cfg.pack_groups)).cast("int"))
                .repartition(cfg.pack_groups, "pack_group")
                .sortWithinPartitions("pack_group", "doc_id"))
+    roots = {kind: lake.direct_location(spec) for kind, spec in OUTPUTS.items()}
+    if all(roots.values()):
+        counts = _write_with_deltalake(grouped, params, roots)
+    else:
+        counts = _write_with_spark(ctx, grouped, params)
+    return StageResult(
+        rows_in=counts["documents_in"], rows_out=counts["sequences"],
+        input_versions={SILVER_DOCUMENTS_CLEAN.qualified_name: lake.version(SILVER_DOCUMENTS_CLEAN)},
+        output_versions={t.qualified_name: lake.version(t) for t in OUTPUTS.values()},
+        notes={"tokens": counts["tokens"], "document_tokens": counts["document_tokens"],
+               "separators": counts["documents"], "seq_len": cfg.seq_len, "tokenizer": cfg.tokenizer},
+    )
+
+
+def _pack_to_files(batches, *, params: PackParams, roots: dict[str, str], stats: dict[str, list[str]]):
+    """A task: pack its groups' documents (:func:`pack_batches`) and write the sequences and their
+    :func:`document_rows` as one Parquet file each into the two tables' folders. Yields one row:
+    JSON of the counts and each written file's Delta add action."""
+    counts = dict.fromkeys(("documents_in", "sequences", "tokens", "documents", "document_tokens"), 0)
+
+    def counted(batches):
+        for batch in batches:
+            counts["documents_in"] += batch.num_rows
+            yield batch
+
+    name = delta_files.part_name()
+    files = {"sequences": delta_files.PartFile(f"{roots['sequences']}/{name}", SEQUENCE_SCHEMA),
+             "documents": delta_files.PartFile(f"{roots['documents']}/{name}", DOCUMENT_TOKENS_SCHEMA)}
+    try:
+        for seqs in pack_batches(counted(batches), params):
+            files["sequences"].write(seqs)
+            files["documents"].write(document_rows(seqs))
+            counts["sequences"] += seqs.num_rows
+            counts["tokens"] += pc.sum(seqs.column("num_tokens")).as_py() or 0
+            counts["documents"] += len(pc.list_flatten(seqs.column("doc_ids")))
+            counts["document_tokens"] += pc.sum(pc.list_flatten(seqs.column("doc_num_tokens"))).as_py() or 0
+        written = {kind: f.close() for kind, f in files.items()}
+    except BaseException:
+        for f in files.values():
+            f.abort()
+        raise
+    detail = {"counts": counts, "adds": {kind: delta_files.describe(roots[kind], name, {}, stats[kind]).to_json()
+                                         for kind, done in written.items() if done}}
+    yield pa.RecordBatch.from_pydict({"detail": [json.dumps(detail)]})
+
+
+def _write_with_deltalake(grouped, params: PackParams, roots: dict[str, str]) -> dict[str, int]:
+    """Tasks write both tables' files; the driver replaces each table's files with them in one
+    deltalake commit (no row passes through the JVM, nothing is read back)."""
+    stats = {kind: delta_files.indexed_columns(OUTPUTS[kind].columns, (), dict(OUTPUTS[kind].properties))
+             for kind in OUTPUTS}
+    rows = grouped.mapInArrow(partial(_pack_to_files, params=params, roots=roots, stats=stats), "detail string").collect()
+    details = [json.loads(r.detail) for r in rows]
+    for kind, spec in OUTPUTS.items():
+        adds = [delta_files.DataFile.from_json(d["adds"][kind]) for d in details if kind in d["adds"]]
+        delta_files.commit(roots[kind], delta_schema_json(spec), (), adds, delta_files.files_in(roots[kind]).to_pylist(),
+                           configuration=dict(spec.properties), operation="tokenize")
+    return {key: sum(d["counts"][key] for d in details) for key in details[0]["counts"]} if details else \
+        dict.fromkeys(("documents_in", "sequences", "tokens", "documents", "document_tokens"), 0)
+
+
+def _write_with_spark(ctx: StageContext, grouped, params: PackParams) -> dict[str, int]:
+    """Spark's Delta writer for both tables (catalog mode, object stores); the document rows are
+    read back out of the sequences, so every document is tokenized once."""
+    lake = ctx.lake
     lake.overwrite(GOLD_TOKEN_SEQUENCES, grouped.mapInArrow(
         partial(pack_batches, params=params), GOLD_TOKEN_SEQUENCES.schema))
     seqs = lake.read(GOLD_TOKEN_SEQUENCES)
@@ -39,15 +115,10 @@ def run(ctx: StageContext) -> StageResult:
     lake.overwrite(GOLD_DOCUMENT_TOKENS, starts.select(
         F.col("d.doc_ids").alias("doc_id"), F.col("d.doc_num_tokens").alias("num_tokens"),
         "seq_id", F.col("d.doc_boundaries").alias("offset"), "tokenizer"))
-
     packed = seqs.agg(F.count("*").alias("n"), F.sum("num_tokens").alias("tokens"),
                       F.sum(F.size("doc_ids")).alias("docs"),
                       F.sum(F.aggregate("doc_num_tokens", F.lit(0).cast("long"), lambda acc, x: acc + x)).alias("doc_tokens"),
                       ).first()
-    return StageResult(
-        rows_in=docs.count(), rows_out=packed["n"],
-        input_versions={SILVER_DOCUMENTS_CLEAN.qualified_name: lake.version(SILVER_DOCUMENTS_CLEAN)},
-        output_versions={t.qualified_name: lake.version(t) for t in (GOLD_TOKEN_SEQUENCES, GOLD_DOCUMENT_TOKENS)},
-        notes={"tokens": int(packed["tokens"] or 0), "document_tokens": int(packed["doc_tokens"] or 0),
-               "separators": int(packed["docs"] or 0), "seq_len": cfg.seq_len, "tokenizer": cfg.tokenizer},
-    )
+    return {"documents_in": lake.read(SILVER_DOCUMENTS_CLEAN).count(), "sequences": packed["n"],
+            "tokens": int(packed["tokens"] or 0), "documents": int(packed["docs"] or 0),
+            "document_tokens": int(packed["doc_tokens"] or 0)}
