@@ -16,8 +16,10 @@ features a writer must enforce on the data); :func:`writable` says which.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -94,9 +96,42 @@ class PartFile:
             os.remove(self.tmp)
 
 
-def part_name() -> str:
-    """A fresh data file name, ``part-<uuid4 hex>.c000.snappy.parquet``."""
-    return f"part-{uuid.uuid4().hex}.c000.snappy.parquet"
+#: Files a task writes for one source file: ``part-<source key>-<uuid4 hex>.c000.snappy.parquet``.
+SOURCE_PART = re.compile(r"part-([0-9a-f]{16})-[0-9a-f]{32}\.c000\.snappy\.parquet")
+
+
+def source_key(source: str) -> str:
+    """16 hex digits of sha256(source): names the files holding only that source's rows."""
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def part_name(source: str | None = None) -> str:
+    """A fresh data file name, ``part-<uuid4 hex>.c000.snappy.parquet``; with ``source``, a
+    :data:`SOURCE_PART` name carrying its :func:`source_key`."""
+    tag = f"{source_key(source)}-" if source is not None else ""
+    return f"part-{tag}{uuid.uuid4().hex}.c000.snappy.parquet"
+
+
+def files_of_sources(table_uri: str, sources: Sequence[str]) -> list[dict] | None:
+    """The live files of an unpartitioned table holding rows of ``sources`` (a re-ingest replaces
+    them), as :func:`files_in` rows. A :data:`SOURCE_PART` file holds one source's rows, named by
+    its key. None when another file (written by Spark, or rewritten by OPTIMIZE) may hold rows of
+    one of ``sources`` by its ``source_file`` statistics: it needs a row-level rewrite (Spark's
+    ``replaceWhere``)."""
+    keys = {source_key(s) for s in sources}
+    found = []
+    for entry in files_in(table_uri, None, ["source_file"]).to_pylist():
+        match = SOURCE_PART.fullmatch(entry["path"].rsplit("/", 1)[-1])
+        if match:
+            if match.group(1) in keys:
+                found.append(entry)
+            continue
+        low, high = entry.get("min.source_file"), entry.get("max.source_file")
+        # statistics hold 32-character prefixes: p may be in the file iff low <= p and p's prefix <= high's
+        if low is None or high is None or any(low <= p and p[:STRING_PREFIX_LENGTH] <= high[:STRING_PREFIX_LENGTH]
+                                              for p in sources):
+            return None
+    return found
 
 
 def local_path(uri: str) -> str | None:
@@ -284,6 +319,26 @@ def append_table(table_uri: str, table: pa.Table, partition_by: Sequence[str] = 
     else:
         write_deltalake(root, table, mode="error", partition_by=list(partition_by) or None,
                         configuration=dict(configuration or {}))
+
+
+def replace_rows(table_uri: str, table: pa.Table, column: str, values: Sequence[str], *,
+                 txn: tuple[str, int] | None = None) -> None:
+    """Replace the rows whose ``column`` is in ``values`` with ``table``'s rows, in one commit
+    (deltalake's predicate overwrite); create the table if it does not exist. With ``txn``, a
+    set-transaction is recorded and the write skipped when that app already committed that version."""
+    from deltalake import DeltaTable, write_deltalake
+    from deltalake.transaction import CommitProperties, Transaction
+
+    root = local_path(table_uri) or table_uri
+    done = committed_version(root, txn[0]) if txn else None
+    if done is not None and done >= txn[1]:
+        return
+    props = CommitProperties(app_transactions=[Transaction(txn[0], int(txn[1]))] if txn else None)
+    if DeltaTable.is_deltatable(root):
+        predicate = f"{column} IN (" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + ")"
+        write_deltalake(root, table, mode="overwrite", predicate=predicate, commit_properties=props)
+    else:
+        write_deltalake(root, table, mode="error", commit_properties=props)
 
 
 def committed_version(table_uri: str, app_id: str) -> int | None:

@@ -50,7 +50,7 @@ from pipelines import delta_files, quality
 from pipelines.delta_files import DataFile, describe, partition_folder
 from pipelines.kernels.clicks import ParquetTarget, day_of, file_key, get_format, normalize_source, write_file
 from pipelines.stage import StageContext, StageResult, failpoint, run_together
-from pipelines.tables import Lake, delta_schema_json, sql_list
+from pipelines.tables import Lake, arrow_schema, delta_schema_json, sql_list
 from schemas.catalog import BRONZE_CLICKS, BRONZE_CLICKS_QUARANTINE, OPS_CLICKS_INGEST_LOG, TableSpec
 
 
@@ -265,25 +265,11 @@ def _replayed(table: str, txn: tuple[str, int] | None) -> bool:
     return done is not None and done >= txn[1]
 
 
-def _log_frame(log_rows: list[tuple]) -> pa.Table:
-    return pa.Table.from_pylist([dict(zip(OPS_CLICKS_INGEST_LOG.columns, r)) for r in log_rows],
-                                schema=to_arrow_schema(OPS_CLICKS_INGEST_LOG.schema))
-
-
 def _write_log_with_deltalake(lake: Lake, log_rows: list[tuple], todo: list[LogFile], txn) -> None:
     """``ops.clicks_ingest_log``: replace the rows of ``todo``'s files (deltalake, one commit)."""
-    from deltalake import write_deltalake
-    from deltalake.transaction import CommitProperties, Transaction
-
-    location = lake.location(OPS_CLICKS_INGEST_LOG)
-    if _replayed(location, txn):
-        return
-    props = CommitProperties(app_transactions=[Transaction(txn[0], int(txn[1]))] if txn else None)
-    if DeltaTable.is_deltatable(location):
-        predicate = "source_file IN (" + ", ".join("'" + f.path.replace("'", "''") + "'" for f in todo) + ")"
-        write_deltalake(location, _log_frame(log_rows), mode="overwrite", predicate=predicate, commit_properties=props)
-    else:
-        write_deltalake(location, _log_frame(log_rows), mode="error", commit_properties=props)
+    table = pa.Table.from_pylist([dict(zip(OPS_CLICKS_INGEST_LOG.columns, r)) for r in log_rows],
+                                 schema=arrow_schema(OPS_CLICKS_INGEST_LOG))
+    delta_files.replace_rows(lake.location(OPS_CLICKS_INGEST_LOG), table, "source_file", [f.path for f in todo], txn=txn)
 
 
 # ------------------------------------------------------------------------------ the stage
@@ -372,7 +358,7 @@ def _publish_with_deltalake(lake: Lake, summaries: dict[str, dict], todo: list[L
     for spec, table, kind, replaced in ((BRONZE_CLICKS, rows_table, "rows", replaced_rows),
                                         (BRONZE_CLICKS_QUARANTINE, quarantine_table, "quarantine", replaced_quarantine)):
         adds = [DataFile.from_json(d[f"{kind}_add"]) for d in summaries.values() if f"{kind}_add" in d]
-        if not _replayed(table, txn) and (adds or replaced):
+        if not _replayed(table, txn) and (adds or replaced or delta_files.table_version(table) is None):
             delta_files.commit(table, delta_schema_json(spec), spec.partition_by, adds, replaced, txn=txn,
                                configuration=dict(spec.properties), operation="clicks ingest")
             for f in adds:

@@ -6,8 +6,13 @@ optionally sampled (``sample_fraction``) and capped (``max_files``) for trial ru
 
 One Spark task per file (a gzip-per-record WARC is not splittable without an index). Files are
 processed ``files_per_commit`` at a time: parse, audit (write-audit-publish), replace those files'
-rows (``replaceWhere`` on ``source_file``), then record them in ``ops.ingest_log`` with size,
-mtime and sha256. A file whose size and mtime match its log entry is skipped; a changed file is
+rows, then record them in ``ops.ingest_log`` with size, mtime and sha256. On a local path-mode
+lake each task writes its file's documents and quarantine rows as Parquet files straight into the
+tables' folders (named by the file's source key) and runs the ``bronze.documents`` suite on them;
+the driver checks doc_id uniqueness across files, then commits each table with deltalake, the
+files' earlier row files removed in the same commit (:mod:`pipelines.delta_files`). Elsewhere
+(catalog mode, object stores), or when an earlier row file mixes sources (OPTIMIZE), Spark's
+Delta writer publishes with ``replaceWhere`` on ``source_file``. A file whose size and mtime match its log entry is skipped; a changed file is
 read again and its rows replaced. A run killed anywhere therefore ends, after a re-run, with each
 file's records present exactly once.
 """
@@ -24,15 +29,18 @@ from datetime import datetime, timezone
 from functools import partial
 
 import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from rich.console import Console
 
-from pipelines import quality
+from pipelines import delta_files, quality
 from pipelines.config import IngestConfig
 from pipelines.kernels.warc import ROW_SCHEMA, IngestLimits, parse_files_to_batches
 from pipelines.stage import StageContext, StageResult, run_together
-from pipelines.tables import sql_list
+from pipelines.tables import arrow_schema, delta_schema_json, sql_list
 from schemas.catalog import BRONZE_DOCUMENTS, BRONZE_QUARANTINE, OPS_INGEST_LOG
 
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".warc.wet.gz", ".arc.gz")
@@ -110,6 +118,118 @@ def _limits(cfg: IngestConfig) -> IngestLimits:
 def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[int, float]],
                   limits: IngestLimits) -> dict[str, dict]:
     """Parse, audit and publish one commit batch of files; returns each file's summary."""
+    roots = {kind: ctx.lake.direct_location(spec) for kind, spec in OUTPUTS.items()}
+    if all(roots.values()) and ctx.lake.direct_location(OPS_INGEST_LOG):
+        summaries = _ingest_with_deltalake(ctx, files, limits, roots)
+    else:
+        summaries = _ingest_with_spark(ctx, files, limits)
+    now = datetime.now(timezone.utc)
+    log_rows = [(f, prints[f][0], prints[f][1], summaries[f].get("sha256"), ctx.run_id, summaries[f]["documents"],
+                 summaries[f]["quarantined"], sum(summaries[f]["skipped"].values()), now) for f in files]
+    # last: only the log marks the files done. replaceWhere, not MERGE: the batch's files are known.
+    if roots["documents"]:
+        table = pa.Table.from_pylist([dict(zip(OPS_INGEST_LOG.columns, r)) for r in log_rows], schema=arrow_schema(OPS_INGEST_LOG))
+        delta_files.replace_rows(ctx.lake.location(OPS_INGEST_LOG), table, "source_file", files)
+    else:
+        ctx.lake.replace_where(OPS_INGEST_LOG, ctx.spark.createDataFrame(log_rows, OPS_INGEST_LOG.schema),
+                               f"source_file IN ({sql_list(files)})")
+    return summaries
+
+
+OUTPUTS = {"documents": BRONZE_DOCUMENTS, "quarantine": BRONZE_QUARANTINE}
+
+
+def _write_partition(batches, *, limits: IngestLimits, roots: dict[str, str], stats: dict[str, list[str]]):
+    """A task: parse each file and write its documents and quarantine rows as one Parquet file each
+    (named by the file's source key) into the tables' folders, and run the ``bronze.documents``
+    suite on the documents; yields one ``(source_file, detail)`` row per file, ``detail`` the
+    kernel's summary JSON plus ``audit`` and the written files' Delta add actions (``adds``)."""
+    schemas = {kind: arrow_schema(spec) for kind, spec in OUTPUTS.items()}
+    for batch in batches:
+        sources, details = [], []
+        for path in batch.column("path").to_pylist():
+            name = delta_files.part_name(path)
+            out = {kind: delta_files.PartFile(f"{roots[kind]}/{name}", schemas[kind]) for kind in OUTPUTS}
+            summary = None
+            try:
+                for rows in parse_files_to_batches([path], limits):
+                    kinds = rows.column("kind")
+                    summary = summary or next((json.loads(d) for d in
+                                               rows.filter(pc.equal(kinds, "summary")).column("detail").to_pylist()), None)
+                    for kind, value in (("documents", "document"), ("quarantine", "quarantine")):
+                        picked = rows.filter(pc.equal(kinds, value))
+                        if picked.num_rows:
+                            out[kind].write(pa.Table.from_batches([picked]).select(schemas[kind].names)
+                                            .cast(schemas[kind]).to_batches()[0])
+                written = {kind: f.close() for kind, f in out.items()}
+            except BaseException:
+                for f in out.values():
+                    f.abort()
+                raise
+            summary["adds"] = {kind: delta_files.describe(roots[kind], name, {}, stats[kind]).to_json()
+                               for kind, done in written.items() if done}
+            if written["documents"]:
+                frame = pq.read_table(f"{roots['documents']}/{name}",
+                                      columns=["doc_id", "url", "warc_record_id", "source_file", "text",
+                                               "http_status", "text_length"]).to_pandas()
+                summary["audit"] = quality.validate_frame(frame, BRONZE_DOCUMENTS)
+            sources.append(path)
+            details.append(json.dumps(summary))
+        yield pa.RecordBatch.from_pydict({"source_file": sources, "detail": details})
+
+
+def _ingest_with_deltalake(ctx: StageContext, files: list[str], limits: IngestLimits,
+                           roots: dict[str, str]) -> dict[str, dict]:
+    """Tasks write and audit the files' rows; the driver gates, then commits each table with
+    deltalake (add actions, and remove actions for the files' earlier rows), or, when an earlier
+    row file mixes sources, publishes the written files with Spark's ``replaceWhere``."""
+    spark, lake = ctx.spark, ctx.lake
+    stats = {kind: delta_files.indexed_columns(spec.columns, (), dict(spec.properties)) for kind, spec in OUTPUTS.items()}
+    paths = spark.createDataFrame([(f,) for f in files], "path string").repartition(len(files))
+    rows = paths.mapInArrow(partial(_write_partition, limits=limits, roots=roots, stats=stats),
+                            "source_file string, detail string").collect()
+    summaries = {r.source_file: json.loads(r.detail) for r in rows}
+    adds = {kind: [delta_files.DataFile.from_json(s["adds"][kind]) for s in summaries.values() if kind in s["adds"]]
+            for kind in OUTPUTS}
+    orphans = [f"{roots[kind]}/{a.path}" for kind in OUTPUTS for a in adds[kind]]
+    try:
+        doc_files = [f"{roots['documents']}/{a.path}" for a in adds["documents"]]
+        ids = pq.read_table(doc_files, columns=["doc_id"]).column("doc_id") if doc_files else pa.chunked_array([], pa.string())
+        repeated = len(ids) - pc.count_distinct(ids).as_py()
+        clashes = 0
+        if lake.exists(BRONZE_DOCUMENTS) and doc_files:
+            new_ids = spark.read.schema("doc_id string").parquet(*doc_files)
+            clashes = (lake.read(BRONZE_DOCUMENTS).filter(f"NOT (source_file IN ({sql_list(files)}))")
+                       .join(new_ids, "doc_id", "left_semi").count())
+        audits = [s["audit"] for s in summaries.values() if "audit" in s]
+        results = quality.merge_results(audits) + [
+            ("doc_id_unique_across_files", "doc_id", clashes == 0 and repeated == 0,
+             f"{clashes} clashes with other files, {repeated} repeated in this batch")]
+        audited = quality.gate(ctx, "ingest", BRONZE_DOCUMENTS, "bronze_documents", results, record=False)
+        replaced = {kind: delta_files.files_of_sources(roots[kind], files) for kind in OUTPUTS}
+        if all(r is not None for r in replaced.values()):
+            for kind, spec in OUTPUTS.items():
+                if adds[kind] or replaced[kind] or delta_files.table_version(roots[kind]) is None:  # an empty batch still makes the table
+                    delta_files.commit(roots[kind], delta_schema_json(spec), (), adds[kind], replaced[kind],
+                                       configuration=dict(spec.properties), operation="ingest")
+                    orphans = [o for o in orphans if not o.startswith(f"{roots[kind]}/")]
+        else:
+            in_batch = f"source_file IN ({sql_list(files)})"
+            read = lambda kind: (spark.read.schema(OUTPUTS[kind].schema).parquet(*[f"{roots[kind]}/{a.path}" for a in adds[kind]])  # noqa: E731
+                                 if adds[kind] else spark.createDataFrame([], OUTPUTS[kind].schema))
+            run_together((lake.replace_where, BRONZE_DOCUMENTS, read("documents"), in_batch),
+                         (lake.replace_where, BRONZE_QUARANTINE, read("quarantine"), in_batch))
+        quality.record_results(ctx, audited)
+    finally:
+        for path in orphans:
+            if os.path.exists(path):
+                os.remove(path)
+    return summaries
+
+
+def _ingest_with_spark(ctx: StageContext, files: list[str], limits: IngestLimits) -> dict[str, dict]:
+    """Parse into Spark's cache, audit, and publish with Spark's Delta writer (catalog mode,
+    object stores); returns each file's summary."""
     spark, lake = ctx.spark, ctx.lake
     parsed = (spark.createDataFrame([(f,) for f in files], "path string")
               .repartition(len(files))
@@ -134,11 +254,6 @@ def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[i
     run_together((lake.replace_where, BRONZE_DOCUMENTS, docs, in_batch),
                  (lake.replace_where, BRONZE_QUARANTINE, bad, in_batch),
                  (quality.record_results, ctx, audited))
-    now = datetime.now(timezone.utc)
-    log_rows = [(f, prints[f][0], prints[f][1], summaries[f].get("sha256"), ctx.run_id, summaries[f]["documents"],
-                 summaries[f]["quarantined"], sum(summaries[f]["skipped"].values()), now) for f in files]
-    # replaceWhere, not MERGE: the batch's files are known, so no join is needed to upsert them.
-    lake.replace_where(OPS_INGEST_LOG, spark.createDataFrame(log_rows, OPS_INGEST_LOG.schema), in_batch)
     parsed.unpersist()
     return summaries
 
