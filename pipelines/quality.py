@@ -196,6 +196,16 @@ def validate_frame(frame, spec: TableSpec) -> list[Result]:
     return _results(result)
 
 
+def validate_parquet(source, spec: TableSpec, columns: list[str], chunk_rows: int = 1 << 20) -> list[Result]:
+    """``spec``'s suite over a Parquet file (path or open binary file), ``chunk_rows`` rows at a
+    time (pandas memory), results merged (:func:`merge_results`). A uniqueness expectation is
+    thereby checked within each chunk; the caller states why keys cannot repeat across chunks."""
+    import pyarrow.parquet as pq
+
+    return merge_results(validate_frame(b.to_pandas(), spec)
+                         for b in pq.ParquetFile(source).iter_batches(batch_size=chunk_rows, columns=columns))
+
+
 def merge_results(parts) -> list[Result]:
     """The results of one suite over several frames as one: an expectation passes when it passed
     on every frame; numeric observed values (unexpected counts) add up, others keep the first."""

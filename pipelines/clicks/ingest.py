@@ -39,7 +39,6 @@ from functools import partial
 import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -139,11 +138,8 @@ def _audit_rows(path: str) -> list:
     Row keys are checked unique within a chunk by the suite; across chunks and files they are
     unique by construction (``<file key>-<line number>``, each chunk a run of consecutive lines).
     """
-    columns = ["row_key", "label", "line_number"]
     source = fsspec.open(path, "rb").open() if "://" in path else path
-    parts = [quality.validate_frame(b.to_pandas(), BRONZE_CLICKS)
-             for b in pq.ParquetFile(source).iter_batches(batch_size=AUDIT_CHUNK_ROWS, columns=columns)]
-    return quality.merge_results(parts)
+    return quality.validate_parquet(source, BRONZE_CLICKS, ["row_key", "label", "line_number"], AUDIT_CHUNK_ROWS)
 
 
 def _parse_partition(batches, *, rows_root: str, quarantine_root: str, ingest_time: datetime,
