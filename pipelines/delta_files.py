@@ -66,6 +66,9 @@ class PartFile:
         self.stream = self.writer = self.tmp = None
 
     def write(self, batch: pa.RecordBatch) -> None:
+        """Append ``batch`` as a row group; an empty batch writes nothing (no file for no rows)."""
+        if batch.num_rows == 0:
+            return
         if self.writer is None:
             if "://" in self.path:
                 import fsspec
@@ -80,7 +83,7 @@ class PartFile:
         self.writer.write_batch(batch)
 
     def close(self) -> bool:
-        """Finish the file; True if one was written (at least one batch)."""
+        """Finish the file; True if one was written (at least one row)."""
         if self.writer is None:
             return False
         self.writer.close()
@@ -204,6 +207,8 @@ def file_stats(metadata: pq.FileMetaData, columns: Sequence[str]) -> dict:
         j = where[name]
         lows, highs, nulls = [], [], 0
         for g in range(metadata.num_row_groups):
+            if metadata.row_group(g).num_rows == 0:
+                continue   # an empty row group has no statistics and holds nothing
             s = metadata.row_group(g).column(j).statistics
             if s is None or not s.has_null_count:
                 nulls = None
