@@ -150,6 +150,9 @@ def _parse_partition(batches, *, rows_root: str, quarantine_root: str, ingest_ti
     results), ``rows_file``/``quarantine_file`` (relative paths, when written) and, with ``stats``
     (the columns to keep statistics of per table), their Delta add actions ``rows_add``/``quarantine_add``."""
     constants = {"ingest_time": pa.scalar(ingest_time, pa.timestamp("us", tz="UTC"))}
+    # footer statistics only for the columns Delta keeps statistics of (none for staged files)
+    rows_options = (*ROW_FILE_OPTIONS, ("write_statistics", stats["rows"] if stats else False))
+    quarantine_options = (("write_statistics", stats["quarantine"] if stats else False),)
     for batch in batches:
         sources, details = [], []
         for path in batch.column("path").to_pylist():
@@ -157,8 +160,8 @@ def _parse_partition(batches, *, rows_root: str, quarantine_root: str, ingest_ti
             day = day_of(source, day_pattern)
             name = f"part-{file_key(source)}-{uuid.uuid4().hex}.c000.snappy.parquet"
             rows_file = f"{partition_folder({'day': day})}/{name}"
-            counts = write_file(path, ParquetTarget(f"{rows_root}/{rows_file}", ROW_FILE_COLUMNS, ROW_FILE_OPTIONS),
-                                ParquetTarget(f"{quarantine_root}/{name}", QUARANTINE_FILE_COLUMNS), fmt,
+            counts = write_file(path, ParquetTarget(f"{rows_root}/{rows_file}", ROW_FILE_COLUMNS, rows_options),
+                                ParquetTarget(f"{quarantine_root}/{name}", QUARANTINE_FILE_COLUMNS, quarantine_options), fmt,
                                 constants=constants, block_bytes=block_bytes, day_pattern=day_pattern)
             detail: dict[str, object] = {"counts": counts}
             if counts["rows"]:
