@@ -278,31 +278,36 @@ def writable(table_uri: str, schema_json: str | None = None) -> bool:
     return have == want
 
 
-def commit(table_uri: str, schema: pa.Schema | str, partition_by: Sequence[str], adds: Sequence[DataFile],
+def commit(table_uri: str, schema_json: str, partition_by: Sequence[str], adds: Sequence[DataFile],
            removes: Sequence[Mapping] = (), *, txn: tuple[str, int] | None = None,
-           configuration: Mapping[str, str] | None = None, operation: str = "WRITE") -> None:
+           configuration: Mapping[str, str] | None = None, operation: str = "WRITE") -> bool:
     """Commit ``adds`` (files already under the table's folder) and ``removes`` (rows of
-    :func:`files_in`, as dicts: the files to retire) as one Delta transaction; create the table first commit if it
-    does not exist, with ``schema`` (Arrow schema or Delta schema JSON), ``partition_by`` and
-    ``configuration`` (table properties).
+    :func:`files_in`, as dicts: the files to retire) as one Delta transaction; create the table
+    with this first commit if it does not exist, with ``schema_json`` (a Delta schema as JSON),
+    ``partition_by`` and ``configuration`` (table properties).
 
     ``txn=(app_id, version)`` records a Delta set-transaction, as Spark's ``txnAppId``/
-    ``txnVersion`` options do; callers check :func:`committed_version` before writing.
-    Raises deltalake's errors (e.g. CommitFailedError on a conflicting concurrent commit).
+    ``txnVersion`` options do. Returns False, committing nothing, when that app already committed
+    that version (a replayed micro-batch: :func:`already_committed`) or when there is nothing to
+    add or remove in an existing table. Raises deltalake's errors (e.g. CommitFailedError on a
+    conflicting concurrent commit).
     """
     from deltalake import DeltaTable, Schema
     from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction, create_table_with_add_actions
 
     root = local_path(table_uri) or table_uri
+    exists = DeltaTable.is_deltatable(root)
+    if already_committed(root, txn) or (exists and not adds and not removes):
+        return False
     now_ms = int(time.time() * 1000)
     add_actions = [AddAction(f.path, f.size_bytes, f.partition_values, now_ms, True, f.stats) for f in adds]
     props = CommitProperties(app_transactions=[Transaction(txn[0], int(txn[1]))] if txn else None,
                              custom_metadata={"crawlake.operation": operation})
-    if not DeltaTable.is_deltatable(root):
-        delta_schema = Schema.from_json(schema) if isinstance(schema, str) else Schema.from_arrow(schema)
-        create_table_with_add_actions(root, delta_schema, add_actions, mode="error", partition_by=list(partition_by),
-                                      configuration=dict(configuration or {}), commit_properties=props)
-        return
+    if not exists:
+        create_table_with_add_actions(root, Schema.from_json(schema_json), add_actions, mode="error",
+                                      partition_by=list(partition_by), configuration=dict(configuration or {}),
+                                      commit_properties=props)
+        return True
     table = DeltaTable(root)
     remove_actions = [RemoveAction(r["path"], True, now_ms, r.get("size_bytes"),
                                    {k[len("partition."):]: serialize_partition_value(v)
@@ -310,6 +315,7 @@ def commit(table_uri: str, schema: pa.Schema | str, partition_by: Sequence[str],
                       for r in removes]
     table.create_write_transaction([*remove_actions, *add_actions], mode="append", schema=table.schema(),
                                    partition_by=list(partition_by) or None, commit_properties=props)
+    return True
 
 
 def append_table(table_uri: str, table: pa.Table, partition_by: Sequence[str] = (),
@@ -335,8 +341,7 @@ def replace_rows(table_uri: str, table: pa.Table, column: str, values: Sequence[
     from deltalake.transaction import CommitProperties, Transaction
 
     root = local_path(table_uri) or table_uri
-    done = committed_version(root, txn[0]) if txn else None
-    if done is not None and done >= txn[1]:
+    if already_committed(root, txn):
         return
     props = CommitProperties(app_transactions=[Transaction(txn[0], int(txn[1]))] if txn else None)
     if DeltaTable.is_deltatable(root):
@@ -346,14 +351,28 @@ def replace_rows(table_uri: str, table: pa.Table, column: str, values: Sequence[
         write_deltalake(root, table, mode="error", commit_properties=props)
 
 
-def committed_version(table_uri: str, app_id: str) -> int | None:
-    """The last set-transaction version of ``app_id`` in the table (None: none, or no table)."""
+def already_committed(table_uri: str, txn: tuple[str, int] | None) -> bool:
+    """Whether the table records a set-transaction of ``txn``'s app at ``txn``'s version or later
+    (False for no ``txn`` or no table)."""
     from deltalake import DeltaTable
 
     root = local_path(table_uri) or table_uri
-    if not DeltaTable.is_deltatable(root):
-        return None
-    return DeltaTable(root).transaction_version(app_id)
+    if txn is None or not DeltaTable.is_deltatable(root):
+        return False
+    done = DeltaTable(root).transaction_version(txn[0])
+    return done is not None and done >= txn[1]
+
+
+def stats_columns(table_uri: str, columns: Sequence[str], partition_by: Sequence[str],
+                  configuration: Mapping[str, str | None]) -> list[str]:
+    """:func:`indexed_columns` under the table's own properties, or ``configuration`` (those it will
+    be created with) when the table does not exist yet."""
+    from deltalake import DeltaTable
+
+    root = local_path(table_uri) or table_uri
+    if DeltaTable.is_deltatable(root):
+        configuration = DeltaTable(root).metadata().configuration
+    return indexed_columns(columns, partition_by, configuration)
 
 
 def table_version(table_uri: str) -> int | None:

@@ -206,6 +206,10 @@ def validate_parquet(source, spec: TableSpec, columns: list[str], chunk_rows: in
                          for b in pq.ParquetFile(source).iter_batches(batch_size=chunk_rows, columns=columns))
 
 
+def _is_count(value) -> bool:
+    return str(value).lstrip("-").isdigit()
+
+
 def merge_results(parts) -> list[Result]:
     """The results of one suite over several frames as one: an expectation passes when it passed
     on every frame; numeric observed values (unexpected counts) add up, others keep the first."""
@@ -214,10 +218,12 @@ def merge_results(parts) -> list[Result]:
         for expectation, column, success, observed in part:
             entry = merged.setdefault((expectation, column), [expectation, column, True, None])
             entry[2] = entry[2] and bool(success)
-            if observed is not None:
-                both = (entry[3], observed)
-                entry[3] = (str(int(both[0]) + int(both[1])) if entry[3] is not None
-                            and all(str(v).lstrip("-").isdigit() for v in both) else entry[3] or observed)
+            if observed is None:
+                continue
+            if entry[3] is None:
+                entry[3] = observed
+            elif _is_count(entry[3]) and _is_count(observed):
+                entry[3] = str(int(entry[3]) + int(observed))
     return [tuple(v) for v in merged.values()]
 
 

@@ -175,6 +175,18 @@ class Lake:
             return delta_files.local_path(location)
         return None
 
+    def stats_columns(self, spec: TableSpec) -> list[str]:
+        """The columns Delta keeps per-file statistics of in ``spec``'s table."""
+        return delta_files.stats_columns(self.location(spec), spec.columns, spec.partition_by, dict(spec.properties))
+
+    def commit_files(self, spec: TableSpec, adds: list[delta_files.DataFile], removes: list[dict] = (), *,
+                     txn: tuple[str, int] | None = None, operation: str) -> bool:
+        """Commit files tasks wrote into ``spec``'s table folder (and retire ``removes``) with
+        deltalake, creating the table with the catalog's schema, partitioning and properties;
+        see :func:`pipelines.delta_files.commit` (False: nothing committed)."""
+        return delta_files.commit(self.location(spec), delta_schema_json(spec), spec.partition_by, adds, removes,
+                                  txn=txn, configuration=dict(spec.properties), operation=operation)
+
     def append_rows(self, spec: TableSpec, rows: list[tuple]) -> None:
         """Append a few rows (tuples in ``spec``'s column order), as :meth:`append`.
 

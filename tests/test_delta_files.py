@@ -64,10 +64,12 @@ def test_commit_replace_by_source_and_the_mixed_file_case(tmp_path):
     replaced = delta_files.files_of_sources(str(root), [one])
     assert [r["path"] for r in replaced] == [first[0].path]
     again = _write(root, delta_files.part_name(one), one, [7])
-    delta_files.commit(str(root), SCHEMA_JSON, (), [again], replaced, txn=("app", 4))
+    assert delta_files.commit(str(root), SCHEMA_JSON, (), [again], replaced, txn=("app", 4))
+    assert not delta_files.commit(str(root), SCHEMA_JSON, (), [again], txn=("app", 4))   # a replay: skipped
     table = DeltaTable(str(root))
     assert sorted(table.to_pyarrow_table().column("n").to_pylist()) == [1, 2, 3, 7]
-    assert delta_files.committed_version(str(root), "app") == 4 and table.version() == 1
+    assert delta_files.already_committed(str(root), ("app", 4)) and not delta_files.already_committed(str(root), ("app", 5))
+    assert table.version() == 1
 
     # a file written by another engine (no source key in its name) whose source_file range may
     # hold `one`: only a row-level rewrite can replace `one`'s rows

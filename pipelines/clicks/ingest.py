@@ -42,14 +42,13 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
 from pipelines import delta_files, quality
 from pipelines.delta_files import DataFile, describe, partition_folder
 from pipelines.kernels.clicks import ParquetTarget, day_of, file_key, get_format, normalize_source, write_file
 from pipelines.stage import StageContext, StageResult, failpoint, run_together
-from pipelines.tables import Lake, arrow_schema, delta_schema_json, sql_list
+from pipelines.tables import Lake, arrow_schema, sql_list
 from schemas.catalog import BRONZE_CLICKS, BRONZE_CLICKS_QUARANTINE, OPS_CLICKS_INGEST_LOG, TableSpec
 
 
@@ -158,7 +157,7 @@ def _parse_partition(batches, *, rows_root: str, quarantine_root: str, ingest_ti
         for path in batch.column("path").to_pylist():
             source = normalize_source(path)
             day = day_of(source, day_pattern)
-            name = f"part-{file_key(source)}-{uuid.uuid4().hex}.c000.snappy.parquet"
+            name = delta_files.part_name(source)   # its file key in the name, as in its row keys
             rows_file = f"{partition_folder({'day': day})}/{name}"
             counts = write_file(path, ParquetTarget(f"{rows_root}/{rows_file}", ROW_FILE_COLUMNS, rows_options),
                                 ParquetTarget(f"{quarantine_root}/{name}", QUARANTINE_FILE_COLUMNS, quarantine_options), fmt,
@@ -230,13 +229,6 @@ def _direct(lake: Lake, cfg) -> bool:
     return cfg.commit == "auto" and all(lake.direct_location(spec) for spec in _TABLES)
 
 
-def _stats_columns(lake: Lake, spec: TableSpec) -> list[str]:
-    location = lake.location(spec)
-    config = (DeltaTable(location).metadata().configuration if DeltaTable.is_deltatable(location)
-              else dict(spec.properties))
-    return delta_files.indexed_columns(spec.columns, spec.partition_by, config)
-
-
 def _replaced_files(table: str, todo: list[LogFile], partitions: dict | None) -> list[dict] | None:
     """The live files of ``table`` holding rows of the files in ``todo`` (a re-ingest replaces them).
 
@@ -257,11 +249,6 @@ def _replaced_files(table: str, todo: list[LogFile], partitions: dict | None) ->
         elif any(low[:16] <= k <= high[:16] for k in keys):
             return None
     return replaced
-
-
-def _replayed(table: str, txn: tuple[str, int] | None) -> bool:
-    done = delta_files.committed_version(table, txn[0]) if txn is not None else None
-    return done is not None and done >= txn[1]
 
 
 def _write_log_with_deltalake(lake: Lake, log_rows: list[tuple], todo: list[LogFile], txn) -> None:
@@ -298,8 +285,7 @@ def ingest_files(ctx: StageContext, files: list[LogFile], *, stage: str = "click
     staging = f"{lake.root.rstrip('/')}/_staging/clicks_ingest/{uuid.uuid4().hex}"
     roots = ({"rows": lake.location(BRONZE_CLICKS), "quarantine": lake.location(BRONZE_CLICKS_QUARANTINE)} if direct
              else {"rows": f"{staging}/rows", "quarantine": f"{staging}/quarantine"})
-    stats = ({"rows": _stats_columns(lake, BRONZE_CLICKS), "quarantine": _stats_columns(lake, BRONZE_CLICKS_QUARANTINE)}
-             if direct else None)
+    stats = {"rows": lake.stats_columns(BRONZE_CLICKS), "quarantine": lake.stats_columns(BRONZE_CLICKS_QUARANTINE)} if direct else None
     ingest_time = datetime.now(timezone.utc)
     task = partial(_parse_partition, rows_root=roots["rows"], quarantine_root=roots["quarantine"],
                    ingest_time=ingest_time, stats=stats, fmt=cfg.format, block_bytes=cfg.block_bytes,
@@ -312,7 +298,7 @@ def ingest_files(ctx: StageContext, files: list[LogFile], *, stage: str = "click
     try:
         audits = [d["audit"] for d in summaries.values() if "audit" in d]
         if not audits:  # no rows at all: the suite still runs, on none
-            audits = [quality.validate_frame(to_arrow_schema(BRONZE_CLICKS.schema).empty_table().to_pandas(), BRONZE_CLICKS)]
+            audits = [quality.validate_frame(arrow_schema(BRONZE_CLICKS).empty_table().to_pandas(), BRONZE_CLICKS)]
         results = quality.merge_results(audits)
         audit_rows = quality.gate(ctx, stage, BRONZE_CLICKS, "bronze_clicks", results, record=False)
         if not (direct and _publish_with_deltalake(lake, summaries, todo, cfg.day_pattern, txn, orphans)):
@@ -337,8 +323,7 @@ def ingest_files(ctx: StageContext, files: list[LogFile], *, stage: str = "click
 
     totals = {k: sum(d["counts"][k] for d in summaries.values()) for k in ("lines", "rows", "quarantined", "header_lines")}
     notes.update(lines=totals["lines"], header_lines=totals["header_lines"])
-    versions = {spec.qualified_name: (delta_files.table_version(lake.location(spec)) if direct else lake.version(spec))
-                for spec in (BRONZE_CLICKS, BRONZE_CLICKS_QUARANTINE)}
+    versions = {spec.qualified_name: lake.version(spec) for spec in (BRONZE_CLICKS, BRONZE_CLICKS_QUARANTINE)}
     return StageResult(rows_in=totals["lines"] - totals["header_lines"], rows_out=totals["rows"],
                        rows_quarantined=totals["quarantined"], output_versions=versions, notes=notes)
 
@@ -357,9 +342,7 @@ def _publish_with_deltalake(lake: Lake, summaries: dict[str, dict], todo: list[L
     for spec, table, kind, replaced in ((BRONZE_CLICKS, rows_table, "rows", replaced_rows),
                                         (BRONZE_CLICKS_QUARANTINE, quarantine_table, "quarantine", replaced_quarantine)):
         adds = [DataFile.from_json(d[f"{kind}_add"]) for d in summaries.values() if f"{kind}_add" in d]
-        if not _replayed(table, txn) and (adds or replaced or delta_files.table_version(table) is None):
-            delta_files.commit(table, delta_schema_json(spec), spec.partition_by, adds, replaced, txn=txn,
-                               configuration=dict(spec.properties), operation="clicks ingest")
+        if lake.commit_files(spec, adds, replaced, txn=txn, operation="clicks ingest"):
             for f in adds:
                 orphans.remove(f"{table}/{f.path}")
         if spec is BRONZE_CLICKS:

@@ -40,7 +40,7 @@ from pipelines import delta_files, quality
 from pipelines.config import IngestConfig
 from pipelines.kernels.warc import ROW_SCHEMA, IngestLimits, parse_files_to_batches
 from pipelines.stage import StageContext, StageResult, run_together
-from pipelines.tables import arrow_schema, delta_schema_json, sql_list
+from pipelines.tables import arrow_schema, sql_list
 from schemas.catalog import BRONZE_DOCUMENTS, BRONZE_QUARANTINE, OPS_INGEST_LOG
 
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".warc.wet.gz", ".arc.gz")
@@ -187,7 +187,7 @@ def _ingest_with_deltalake(ctx: StageContext, files: list[str], limits: IngestLi
     deltalake (add actions, and remove actions for the files' earlier rows), or, when an earlier
     row file mixes sources, publishes the written files with Spark's ``replaceWhere``."""
     spark, lake = ctx.spark, ctx.lake
-    stats = {kind: delta_files.indexed_columns(spec.columns, (), dict(spec.properties)) for kind, spec in OUTPUTS.items()}
+    stats = {kind: lake.stats_columns(spec) for kind, spec in OUTPUTS.items()}
     paths = spark.createDataFrame([(f,) for f in files], "path string").repartition(len(files))
     rows = paths.mapInArrow(partial(_write_partition, limits=limits, roots=roots, stats=stats),
                             "source_file string, detail string").collect()
@@ -212,9 +212,7 @@ def _ingest_with_deltalake(ctx: StageContext, files: list[str], limits: IngestLi
         replaced = {kind: delta_files.files_of_sources(roots[kind], files) for kind in OUTPUTS}
         if all(r is not None for r in replaced.values()):
             for kind, spec in OUTPUTS.items():
-                if adds[kind] or replaced[kind] or delta_files.table_version(roots[kind]) is None:  # an empty batch still makes the table
-                    delta_files.commit(roots[kind], delta_schema_json(spec), (), adds[kind], replaced[kind],
-                                       configuration=dict(spec.properties), operation="ingest")
+                if lake.commit_files(spec, adds[kind], replaced[kind], operation="ingest"):
                     orphans = [o for o in orphans if not o.startswith(f"{roots[kind]}/")]
         else:
             in_batch = f"source_file IN ({sql_list(files)})"

@@ -27,10 +27,11 @@ from pyspark.sql import functions as F
 from pipelines import delta_files
 from pipelines.kernels.tokens import DOCUMENT_TOKENS_SCHEMA, SEQUENCE_SCHEMA, PackParams, document_rows, pack_batches
 from pipelines.stage import StageContext, StageResult
-from pipelines.tables import delta_schema_json
 from schemas.catalog import GOLD_DOCUMENT_TOKENS, GOLD_TOKEN_SEQUENCES, SILVER_DOCUMENTS_CLEAN
 
 OUTPUTS = {"sequences": GOLD_TOKEN_SEQUENCES, "documents": GOLD_DOCUMENT_TOKENS}
+#: What a run counts: documents read; sequences, their tokens, documents and document tokens packed.
+COUNTS = ("documents_in", "sequences", "tokens", "documents", "document_tokens")
 
 
 def run(ctx: StageContext) -> StageResult:
@@ -44,7 +45,7 @@ def run(ctx: StageContext) -> StageResult:
                .sortWithinPartitions("pack_group", "doc_id"))
     roots = {kind: lake.direct_location(spec) for kind, spec in OUTPUTS.items()}
     if all(roots.values()):
-        counts = _write_with_deltalake(grouped, params, roots)
+        counts = _write_with_deltalake(lake, grouped, params, roots)
     else:
         counts = _write_with_spark(ctx, grouped, params)
     return StageResult(
@@ -60,7 +61,7 @@ def _pack_to_files(batches, *, params: PackParams, roots: dict[str, str], stats:
     """A task: pack its groups' documents (:func:`pack_batches`) and write the sequences and their
     :func:`document_rows` as one Parquet file each into the two tables' folders. Yields one row:
     JSON of the counts and each written file's Delta add action."""
-    counts = dict.fromkeys(("documents_in", "sequences", "tokens", "documents", "document_tokens"), 0)
+    counts = dict.fromkeys(COUNTS, 0)
 
     def counted(batches):
         for batch in batches:
@@ -88,19 +89,16 @@ def _pack_to_files(batches, *, params: PackParams, roots: dict[str, str], stats:
     yield pa.RecordBatch.from_pydict({"detail": [json.dumps(detail)]})
 
 
-def _write_with_deltalake(grouped, params: PackParams, roots: dict[str, str]) -> dict[str, int]:
+def _write_with_deltalake(lake, grouped, params: PackParams, roots: dict[str, str]) -> dict[str, int]:
     """Tasks write both tables' files; the driver replaces each table's files with them in one
     deltalake commit (no row passes through the JVM, nothing is read back)."""
-    stats = {kind: delta_files.indexed_columns(OUTPUTS[kind].columns, (), dict(OUTPUTS[kind].properties))
-             for kind in OUTPUTS}
+    stats = {kind: lake.stats_columns(spec) for kind, spec in OUTPUTS.items()}
     rows = grouped.mapInArrow(partial(_pack_to_files, params=params, roots=roots, stats=stats), "detail string").collect()
     details = [json.loads(r.detail) for r in rows]
     for kind, spec in OUTPUTS.items():
         adds = [delta_files.DataFile.from_json(d["adds"][kind]) for d in details if kind in d["adds"]]
-        delta_files.commit(roots[kind], delta_schema_json(spec), (), adds, delta_files.files_in(roots[kind]).to_pylist(),
-                           configuration=dict(spec.properties), operation="tokenize")
-    return {key: sum(d["counts"][key] for d in details) for key in details[0]["counts"]} if details else \
-        dict.fromkeys(("documents_in", "sequences", "tokens", "documents", "document_tokens"), 0)
+        lake.commit_files(spec, adds, delta_files.files_in(roots[kind]).to_pylist(), operation="tokenize")
+    return {key: sum(d["counts"][key] for d in details) for key in COUNTS}
 
 
 def _write_with_spark(ctx: StageContext, grouped, params: PackParams) -> dict[str, int]:
