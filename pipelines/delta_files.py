@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import time
@@ -65,8 +66,9 @@ class PartFile:
         self.path, self.schema, self.options = path, schema, options
         self.stream = self.writer = self.tmp = None
 
-    def write(self, batch: pa.RecordBatch) -> None:
-        """Append ``batch`` as a row group; an empty batch writes nothing (no file for no rows)."""
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Append ``batch`` (a record batch or a table) as a row group; an empty one writes
+        nothing (no file for no rows)."""
         if batch.num_rows == 0:
             return
         if self.writer is None:
@@ -80,7 +82,7 @@ class PartFile:
                 self.tmp = os.path.join(folder, f".{os.path.basename(self.path)}.{os.getpid()}.tmp")
                 self.stream = open(self.tmp, "wb")
             self.writer = pq.ParquetWriter(self.stream, self.schema, **self.options)
-        self.writer.write_batch(batch)
+        self.writer.write(batch)
 
     def close(self) -> bool:
         """Finish the file; True if one was written (at least one row)."""
@@ -190,6 +192,8 @@ def _stat_value(value):
         return None
     if isinstance(value, (bytes, bytearray)):
         return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None   # JSON has no infinity or NaN: left out, so readers take the bound as unknown
     return value
 
 

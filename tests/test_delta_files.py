@@ -42,6 +42,18 @@ def test_statistics_from_the_footer(tmp_path):
     assert not empty.close() and not (tmp_path / "c.parquet").exists()
 
 
+def test_non_finite_floats_leave_no_bounds(tmp_path):
+    """Delta statistics are JSON, which has no infinity or NaN: such a bound is left out (unknown)
+    and the rest of the file's statistics stay valid JSON."""
+    schema = pa.schema([("value", pa.float64()), ("threshold", pa.float64())])
+    f = delta_files.PartFile(str(tmp_path / "d.parquet"), schema)
+    f.write(pa.table({"value": [0.5, 2.0], "threshold": [1.0, float("inf")]}, schema=schema))
+    assert f.close()
+    stats = json.loads(delta_files.describe(str(tmp_path), "d.parquet", {}, ["value", "threshold"]).stats)
+    assert stats["minValues"] == {"value": 0.5} and stats["maxValues"] == {"value": 2.0}
+    assert stats["nullCount"] == {"value": 0, "threshold": 0}
+
+
 def test_partition_folders_and_indexed_columns():
     assert delta_files.partition_folder({"day": 3}) == "day=3"
     assert delta_files.partition_folder({"day": None}) == "day=__HIVE_DEFAULT_PARTITION__"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 from conftest import lake_config, read_table, real_file
@@ -30,11 +32,11 @@ def filtered(spark, tmp_path_factory):
     docs = {r.doc_id: r.asDict() for r in read_table(spark, root, "silver.documents_dedup").collect()}
     clean = {r.doc_id: r.asDict() for r in read_table(spark, root, "silver.documents_clean").collect()}
     decisions = [r.asDict() for r in read_table(spark, root, "silver.filter_decisions").collect()]
-    return docs, clean, decisions, run.result
+    return docs, clean, decisions, run.result, cfg
 
 
 def test_every_removed_document_has_a_failed_decision(filtered):
-    docs, clean, decisions, _ = filtered
+    docs, clean, decisions, _, _ = filtered
     failed = {d["doc_id"] for d in decisions if not d["passed"]}
     assert len(docs) == 16 and 0 < len(clean) < 16
     assert set(docs) - set(clean) == failed
@@ -45,7 +47,7 @@ def test_every_removed_document_has_a_failed_decision(filtered):
 
 
 def test_user_blocklist_and_languages(filtered):
-    docs, clean, decisions, _ = filtered
+    docs, clean, decisions, _, _ = filtered
     ru = next(i for i, d in docs.items() if d["url"] == "http://01spb.ru/company/")
     row = next(d for d in decisions if d["doc_id"] == ru and d["filter"] == "url_domain_blocklist")
     assert not row["passed"] and row["detail"] == "01spb.ru" and ru not in clean
@@ -59,7 +61,7 @@ def test_clean_text_is_the_kernels_output(filtered):
     from pipelines.kernels.filters import filter_batch
     from pipelines.stages.filter import filter_params
 
-    docs, clean, _, _ = filtered
+    docs, clean, _, _, _ = filtered
     batch = pa.RecordBatch.from_pylist([{k: d[k] for k in ("doc_id", "url", "host", "text", "http_status")}
                                         for d in docs.values()])
     local = filter_batch(batch, filter_params(load_config("local").filter)).to_pylist()
@@ -69,7 +71,7 @@ def test_clean_text_is_the_kernels_output(filtered):
 
 
 def test_notes_give_the_funnel_and_languages(filtered):
-    docs, clean, _, result = filtered
+    docs, clean, _, result, _ = filtered
     notes = result.notes
     assert notes["preset"] == "fineweb" and notes["steps"][0] == "http_status"
     funnel = notes["funnel"]
@@ -80,3 +82,22 @@ def test_notes_give_the_funnel_and_languages(filtered):
     assert sum(v["documents"] for v in langs.values()) == 16 and langs["zh"]["documents"] == 11
     assert sum(v["kept"] for v in langs.values()) == len(clean)
     assert notes["failed_by_filter"]["url_domain_blocklist"] == 1
+
+
+def test_spark_writer_makes_the_same_tables(spark, filtered, monkeypatch):
+    """Where deltalake may not commit (catalog mode, object stores) the pass is persisted and
+    written by Spark's Delta writer: the same rows in both tables and the same notes."""
+    from pipelines.ledger import new_run_id
+    from pipelines.stage import StageContext
+    from pipelines.stages import filter as filter_stage
+    from pipelines.tables import Lake
+
+    docs, clean, decisions, direct, cfg = filtered
+    monkeypatch.setattr(Lake, "direct_location", lambda self, spec: None)
+    result = filter_stage.run(StageContext(spark, cfg, Lake(spark, cfg.lake), new_run_id()))
+    assert (result.rows_in, result.rows_out, result.notes) == (direct.rows_in, direct.rows_out, direct.notes)
+    root = Path(cfg.lake.root)
+    assert {r.doc_id: r.asDict() for r in read_table(spark, root, "silver.documents_clean").collect()} == clean
+    key = lambda d: (d["doc_id"], d["filter"])  # noqa: E731
+    assert sorted((r.asDict() for r in read_table(spark, root, "silver.filter_decisions").collect()), key=key) == \
+        sorted(decisions, key=key)

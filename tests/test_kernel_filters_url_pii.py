@@ -144,3 +144,42 @@ def test_matches_at_token_and_run_edges(text, emails, ips):
     assert (n_email, n_ip) == (emails, ips)
     whole_text = EMAIL.sub("E", text)  # the patterns on the whole text, as before the speed-up
     assert n_email == len(EMAIL.findall(text)) and n_ip == sum(map(is_address, IPV4.findall(whole_text)))
+
+
+def test_span_search_equals_the_patterns_on_the_whole_text():
+    """``replace_pii`` runs its patterns only on the spans a match can lie in; on random strings
+    dense in digits, dots, colons, hex letters and "@", that gives what the patterns give when run
+    over the whole text (as datatrove does), replacements and counts alike."""
+    import random
+    import re
+
+    from pipelines.kernels.filters import pii
+
+    def whole_text(text: str, p: PiiParams) -> tuple[str, int, int]:
+        counts = [0, 0]
+
+        def sub(options, slot, only_valid):
+            def replace(m: re.Match) -> str:
+                found = m.group(0)
+                if only_valid and (found in options or not pii._is_replaceable_ip(found, p.only_public_ips)):
+                    return found
+                counts[slot] += 1
+                return pii._pick(options, found)
+            return replace
+        text = pii.EMAIL.sub(sub(p.email_replacement, 0, False), text)
+        text = pii.IPV4.sub(sub(p.ipv4_replacement, 1, True), text)
+        if "::" in text or text.count(":") >= 7:
+            text = pii.IPV6.sub(sub(p.ipv6_replacement, 1, True), text)
+        return text, counts[0], counts[1]
+
+    rng = random.Random(7)
+    alphabet = "0123456789" * 3 + "....::::@abcdefxé_- \n[]{}()"
+    params = PiiParams(only_public_ips=False)
+    found = [0, 0]
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 48)))
+        expected = whole_text(text, params)
+        assert replace_pii(text, params) == expected, text
+        found[0] += expected[1]
+        found[1] += expected[2]
+    assert min(found) > 50, found  # the strings did exercise both patterns

@@ -29,9 +29,12 @@ IPV6 = re.compile(r"(?<![\w:.])(?:[0-9a-f]{0,4}:){2,7}(?:[0-9a-f]{1,4}|:)(?![\w:
 # exactly the matches of the whole text:
 #   IPv4: a maximal run of digits and dots (the run's neighbours pass (?<![\d.]) and (?!\d));
 #   e-mail: a whitespace-free token holding "@" (a match has no whitespace; the token's start is
-#   a word boundary exactly when the text's is, whitespace and the string start both being non-word).
-_DIGIT_DOT_RUN = re.compile(r"[\d.]{7,}")  # "1.1.1.1" is the shortest address
+#   a word boundary exactly when the text's is, whitespace and the string start both being non-word);
+#   IPv6: a maximal run of word characters, colons and dots holding a colon (the run's neighbours
+#   pass (?<![\w:.]) and (?![\w:])); a valid address has "::" or seven colons.
+_DIGIT_DOT_RUN = re.compile(r"[\d.]*")
 _TOKEN = re.compile(r"\S+")
+_WORD_COLON_DOT_RUN = re.compile(r"[\w:.]*")
 
 #: datatrove's placeholders: example.com/org are reserved for examples (RFC 2606)
 EMAIL_PLACEHOLDERS = ("email@example.com", "firstname.lastname@example.org")
@@ -72,7 +75,7 @@ def replace_pii(text: str, p: PiiParams) -> tuple[str, int, int]:
             nonlocal n_email
             n_email += 1
             return _pick(p.email_replacement, m.group(0))
-        text = _in_tokens_with_at(text, lambda token: EMAIL.sub(email, token))
+        text = _in_runs(text, "@", _not_space, _TOKEN, _always, lambda token: EMAIL.sub(email, token))
     if p.ips:
         def ip(m: re.Match, options: tuple[str, ...]) -> str:
             nonlocal n_ip
@@ -82,23 +85,54 @@ def replace_pii(text: str, p: PiiParams) -> tuple[str, int, int]:
             n_ip += 1
             return _pick(options, found)
         if "." in text:
-            text = _DIGIT_DOT_RUN.sub(lambda run: IPV4.sub(lambda m: ip(m, p.ipv4_replacement), run.group(0)), text)
+            text = _in_runs(text, ".", _digit_or_dot, _DIGIT_DOT_RUN, _ipv4_sized,
+                            lambda run: IPV4.sub(lambda m: ip(m, p.ipv4_replacement), run))
         if "::" in text or text.count(":") >= 7:
-            text = IPV6.sub(lambda m: ip(m, p.ipv6_replacement), text)
+            text = _in_runs(text, ":", _word_colon_or_dot, _WORD_COLON_DOT_RUN, _ipv6_shaped,
+                            lambda run: IPV6.sub(lambda m: ip(m, p.ipv6_replacement), run))
     return text, n_email, n_ip
 
 
-def _in_tokens_with_at(text: str, replace) -> str:
-    """``text`` with each whitespace-delimited token that holds "@" passed through ``replace``."""
+def _in_runs(text: str, mark: str, inside, tail: re.Pattern, wanted, replace) -> str:
+    """``text`` with each maximal run of characters around an occurrence of ``mark`` passed
+    through ``replace`` when ``wanted(run)``; ``inside(char)`` says whether a character before
+    ``mark`` belongs to the run, ``tail`` matches the run from ``mark`` on (str.find and a
+    literal-free ``match`` skip the text between marks in C)."""
     out, done, n = [], 0, len(text)
-    at = text.find("@")
+    at = text.find(mark)
     while at >= 0:
         start = at
-        while start > done and not text[start - 1].isspace():
+        while start > done and inside(text[start - 1]):
             start -= 1
-        end = _TOKEN.match(text, at).end()
-        out += (text[done:start], replace(text[start:end]))
-        done = end
-        at = text.find("@", end) if end < n else -1
+        end = tail.match(text, at).end()
+        run = text[start:end]
+        if wanted(run):
+            out += (text[done:start], replace(run))
+            done = end
+        at = text.find(mark, end) if end < n else -1
     out.append(text[done:])
     return "".join(out)
+
+
+def _not_space(char: str) -> bool:
+    return not char.isspace()
+
+
+def _digit_or_dot(char: str) -> bool:
+    return char == "." or char.isdecimal()     # re's \d is str.isdecimal
+
+
+def _word_colon_or_dot(char: str) -> bool:
+    return char in "_:." or char.isalnum()     # re's \w is str.isalnum or "_"
+
+
+def _always(run: str) -> bool:
+    return True
+
+
+def _ipv4_sized(run: str) -> bool:
+    return len(run) >= 7                       # "1.1.1.1" is the shortest address
+
+
+def _ipv6_shaped(run: str) -> bool:
+    return "::" in run or run.count(":") >= 7  # a full address has seven colons, else "::"
