@@ -74,3 +74,51 @@ def test_unsegmented_languages_get_only_line_and_paragraph_rules():
 
 def test_empty_text_does_not_raise():
     assert all(m.passed for m in gopher_repetition_measures("", "en", P))
+
+
+def _top_duplicate(words, n):
+    """datatrove's ``find_top_duplicate`` over joined n-gram strings (the plain reference)."""
+    grams = [" ".join(words[i:i + n]) for i in range(len(words) - n + 1)]
+    if not grams:
+        return 0
+    counts = {}
+    for g in grams:
+        counts[g] = counts.get(g, 0) + 1
+    best = max(counts.values())
+    gram = next(g for g in grams if counts[g] == best)   # ties: the one seen first
+    return len(gram) * best
+
+
+def _all_duplicate(words, n):
+    """datatrove's ``find_all_duplicate``: a repeat adds its characters and skips n words."""
+    seen, repeated, idx = set(), 0, 0
+    while idx < len(words) - n + 1:
+        gram = "".join(words[idx:idx + n])
+        key = tuple(words[idx:idx + n])
+        if key in seen:
+            repeated += len(gram)
+            idx += n
+        else:
+            seen.add(key)
+            idx += 1
+    return repeated
+
+
+def test_compiled_ngram_counts_equal_the_plain_reference():
+    """The hashed, compiled n-gram counts equal the string-joining reference on random texts
+    from small vocabularies (many repeats, overlaps and ties), from 0 to 400 words."""
+    import random
+
+    from pipelines.kernels.filters._text import ngram_repetition_chars
+
+    rng = random.Random(3)
+    top_ns, dup_ns = (2, 3, 4), (5, 6, 7, 8, 9, 10)
+    nonzero = 0
+    for _ in range(400):
+        vocab = [f"w{i}" * rng.randint(1, 3) for i in range(rng.randint(1, 12))]
+        words = [rng.choice(vocab) for _ in range(rng.randint(0, 400))]
+        top, dup = ngram_repetition_chars(words, top_ns, dup_ns)
+        assert top == [_top_duplicate(words, n) for n in top_ns]
+        assert dup == [_all_duplicate(words, n) for n in dup_ns]
+        nonzero += any(dup)
+    assert nonzero > 200   # most texts had repeats to walk

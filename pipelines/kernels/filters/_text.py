@@ -72,32 +72,26 @@ def find_duplicates(items: list[str]) -> tuple[int, int]:
     return dup_elements, dup_chars
 
 
-class NgramIndex:
-    """Word n-grams of one token list as 64-bit hashes, so the repetition rules hash each n-gram
-    once in numpy instead of joining strings in Python (a hash collision, about 2**-64 per pair,
-    could only make two different n-grams count as one)."""
+def ngram_repetition_chars(tokens: list[str], top_ns: tuple[int, ...], dup_ns: tuple[int, ...]
+                           ) -> tuple[list[int], list[int]]:
+    """Gopher's word n-gram repetition measures of one token list, in characters:
 
-    def __init__(self, tokens: list[str]):
-        self.tokens = tokens
-        # id = rank of the word's first occurrence; dict.fromkeys and map keep the loop in C
-        ids = {t: i for i, t in enumerate(dict.fromkeys(tokens))}
-        self.ids = np.fromiter(map(ids.__getitem__, tokens), dtype=np.uint64, count=len(tokens))
-        # characters before word i (words only, no spaces)
-        self.cum = np.concatenate(([0], np.cumsum(np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens)))))
+    * for each n of ``top_ns``, the characters covered by the most frequent n-gram (its length,
+      spaces included, times its count; ties: the n-gram seen first), as datatrove's
+      ``find_top_duplicate``; 0 when there are fewer than n words;
+    * for each n of ``dup_ns``, the characters (spaces excluded) in n-grams that repeat an earlier
+      n-gram, overlapping repeats counted once, as datatrove's ``find_all_duplicate`` (after a
+      repeat, skip ahead n words).
 
-    def hashes(self, n: int) -> np.ndarray:
-        """Hash of the n-gram starting at each position (len(tokens) - n + 1 values)."""
-        m = len(self.tokens) - n + 1
-        if m <= 0:
-            return np.empty(0, dtype=np.uint64)
-        h = np.zeros(m, dtype=np.uint64)
-        with np.errstate(over="ignore"):
-            for k in range(n):  # polynomial hash modulo 2**64 over word ids, with mixing
-                h = h * _MULT + (self.ids[k:k + m] + _ADD) * _MIX
-        return h
-
-    def gram_chars(self, i: int, n: int, spaces: bool) -> int:
-        return int(self.cum[i + n] - self.cum[i]) + (n - 1 if spaces else 0)
+    Words are compared by 64-bit hash and n-grams by a 64-bit polynomial hash of their words'
+    hashes, all in compiled code; a collision (about 2**-64 per pair) could only make two
+    different n-grams count as one.
+    """
+    k = len(tokens)
+    hashes = np.fromiter(map(hash, tokens), dtype=np.int64, count=k).view(np.uint64)
+    lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=k)
+    top, dup = _ngram_chars(hashes, lengths, np.array(top_ns, dtype=np.int64), np.array(dup_ns, dtype=np.int64))
+    return top.tolist(), dup.tolist()
 
 
 _MULT = np.uint64(0x100000001B3)
@@ -105,46 +99,75 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 _ADD = np.uint64(0x632BE59BD9B4E019)
 
 
-def top_ngram_chars(tokens: list[str] | NgramIndex, n: int) -> int:
-    """Characters covered by the most frequent word n-gram (its length, spaces included, times its
-    count), as datatrove's ``find_top_duplicate`` (ties: the n-gram seen first); 0 when there are
-    fewer than ``n`` words."""
-    index = tokens if isinstance(tokens, NgramIndex) else NgramIndex(tokens)
-    h = index.hashes(n)
-    if not len(h):
-        return 0
-    _, first, counts = np.unique(h, return_index=True, return_counts=True)
-    best = counts.max()
-    i = int(first[counts == best].min())
-    return index.gram_chars(i, n, spaces=True) * int(best)
-
-
-def duplicate_ngram_chars(tokens: list[str] | NgramIndex, n: int) -> int:
-    """Characters (spaces excluded) in word n-grams that repeat an earlier n-gram, overlapping
-    repeats counted once (datatrove ``find_all_duplicate``: after a repeat, skip ahead ``n`` words)."""
-    index = tokens if isinstance(tokens, NgramIndex) else NgramIndex(tokens)
-    h = index.hashes(n)
-    if not len(h):
-        return 0
-    uniques, inverse = np.unique(h, return_inverse=True)
-    if len(uniques) == len(h):
-        return 0  # no n-gram occurs twice: nothing to walk
-    return int(_walk_duplicates(inverse.astype(np.int64), index.cum, n, len(uniques)))
+@njit(cache=True)
+def _gram_hashes(words, n):  # pragma: no cover - compiled
+    m = words.shape[0] - n + 1
+    h = np.zeros(m, dtype=np.uint64)
+    for k in range(n):   # polynomial hash modulo 2**64 over the word hashes, with mixing
+        for i in range(m):
+            h[i] = h[i] * _MULT + (words[i + k] + _ADD) * _MIX
+    return h
 
 
 @njit(cache=True)
-def _walk_duplicates(gram_ids, cum, n, distinct):  # pragma: no cover - compiled
-    # datatrove's walk: a repeated n-gram adds its characters and skips n words; grams skipped
-    # over are never marked seen. Compiled: one pass over the grams, per document.
-    seen = np.zeros(distinct, dtype=np.bool_)
-    repeated = 0
-    idx = 0
-    while idx < gram_ids.shape[0]:
-        g = gram_ids[idx]
-        if seen[g]:
-            repeated += cum[idx + n] - cum[idx]
-            idx += n
-        else:
-            seen[g] = True
-            idx += 1
-    return repeated
+def _ngram_chars(words, lengths, top_ns, dup_ns):  # pragma: no cover - compiled
+    k = words.shape[0]
+    cum = np.zeros(k + 1, dtype=np.int64)   # characters before word i (no spaces)
+    cum[1:] = np.cumsum(lengths)
+    top = np.zeros(top_ns.shape[0], dtype=np.int64)
+    dup = np.zeros(dup_ns.shape[0], dtype=np.int64)
+    # One open-addressing hash table (linear probing, load <= 1/2) numbers each n's distinct
+    # grams in order of first occurrence: linear time, where sorting the grams cost more.
+    size = 2
+    while size < 2 * k:
+        size *= 2
+    keys = np.empty(size, dtype=np.uint64)
+    slots = np.empty(size, dtype=np.int64)
+    gram_id = np.empty(k, dtype=np.int64)
+    counts = np.empty(k, dtype=np.int64)
+    for j in range(top_ns.shape[0] + dup_ns.shape[0]):
+        is_top = j < top_ns.shape[0]
+        n = top_ns[j] if is_top else dup_ns[j - top_ns.shape[0]]
+        m = k - n + 1
+        if m <= 0:
+            continue
+        h = _gram_hashes(words, n)
+        slots[:] = -1
+        distinct = 0
+        for i in range(m):
+            s = (h[i] >> np.uint64(17)) & np.uint64(size - 1)   # h is mixed: any bits will do
+            while slots[s] >= 0 and keys[s] != h[i]:
+                s = (s + np.uint64(1)) & np.uint64(size - 1)
+            if slots[s] < 0:
+                slots[s], keys[s] = distinct, h[i]
+                counts[distinct] = 0
+                distinct += 1
+            gram_id[i] = slots[s]
+            counts[gram_id[i]] += 1
+        if is_top:
+            # the most frequent gram; ties go to the lowest id, i.e. the gram seen first
+            best = 0
+            for g in range(distinct):
+                if counts[g] > counts[best]:
+                    best = g
+            first = 0
+            while gram_id[first] != best:
+                first += 1
+            top[j] = (cum[first + n] - cum[first] + n - 1) * counts[best]
+            continue
+        if distinct == m:
+            continue   # no n-gram occurs twice: nothing to walk
+        # datatrove's walk: a repeated n-gram adds its characters and skips n words; grams skipped
+        # over are never marked seen.
+        seen = np.zeros(distinct, dtype=np.bool_)
+        repeated, idx = 0, 0
+        while idx < m:
+            g = gram_id[idx]
+            if seen[g]:
+                repeated += cum[idx + n] - cum[idx]
+                idx += n
+            else:
+                seen[g] = True
+                idx += 1
+        dup[j - top_ns.shape[0]] = repeated
+    return top, dup

@@ -22,10 +22,8 @@ from dataclasses import dataclass, field
 from pipelines.kernels.filters._measure import Measure
 from pipelines.kernels.filters._text import (
     UNSEGMENTED_LANGUAGES,
-    NgramIndex,
-    duplicate_ngram_chars,
     find_duplicates,
-    top_ngram_chars,
+    ngram_repetition_chars,
 )
 
 _PARAGRAPHS = re.compile(r"\n{2,}")
@@ -68,11 +66,12 @@ def gopher_repetition_measures(text: str, language: str, p: GopherRepetitionPara
 
     if language in p.unsegmented_languages:
         return out
-    tokens = NgramIndex(text.split())
-    for n, limit in p.top_n_grams:
-        v = top_ngram_chars(tokens, n) / chars
+    top, dup = ngram_repetition_chars(text.split(), tuple(n for n, _ in p.top_n_grams),
+                                      tuple(n for n, _ in p.dup_n_grams))
+    for (n, limit), covered in zip(p.top_n_grams, top):
+        v = covered / chars
         out.append(Measure(f"gopher_rep_top_{n}gram_char_frac", v, limit, v <= limit))
-    for n, limit in p.dup_n_grams:
-        v = duplicate_ngram_chars(tokens, n) / chars
+    for (n, limit), covered in zip(p.dup_n_grams, dup):
+        v = covered / chars
         out.append(Measure(f"gopher_rep_dup_{n}gram_char_frac", v, limit, v <= limit))
     return out

@@ -85,29 +85,30 @@ def replace_pii(text: str, p: PiiParams) -> tuple[str, int, int]:
             n_ip += 1
             return _pick(options, found)
         if "." in text:
-            text = _in_runs(text, ".", _digit_or_dot, _DIGIT_DOT_RUN, _ipv4_sized,
+            text = _in_runs(text, ".", _digit_or_dot, _DIGIT_DOT_RUN, _ipv4_dots,
                             lambda run: IPV4.sub(lambda m: ip(m, p.ipv4_replacement), run))
         if "::" in text or text.count(":") >= 7:
-            text = _in_runs(text, ":", _word_colon_or_dot, _WORD_COLON_DOT_RUN, _ipv6_shaped,
+            text = _in_runs(text, ":", _word_colon_or_dot, _WORD_COLON_DOT_RUN, _ipv6_colons,
                             lambda run: IPV6.sub(lambda m: ip(m, p.ipv6_replacement), run))
     return text, n_email, n_ip
 
 
 def _in_runs(text: str, mark: str, inside, tail: re.Pattern, wanted, replace) -> str:
     """``text`` with each maximal run of characters around an occurrence of ``mark`` passed
-    through ``replace`` when ``wanted(run)``; ``inside(char)`` says whether a character before
-    ``mark`` belongs to the run, ``tail`` matches the run from ``mark`` on (str.find and a
-    literal-free ``match`` skip the text between marks in C)."""
+    through ``replace``: ``tail`` matches the run from ``mark`` on, ``inside(char)`` says whether a
+    character before ``mark`` belongs to it. Only runs whose part from ``mark`` on satisfies
+    ``wanted`` are expanded and replaced; that part holds every ``mark`` of the run, as the mark
+    found is the run's first. str.find and a literal-free ``match`` skip the text between marks
+    in C."""
     out, done, n = [], 0, len(text)
     at = text.find(mark)
     while at >= 0:
-        start = at
-        while start > done and inside(text[start - 1]):
-            start -= 1
         end = tail.match(text, at).end()
-        run = text[start:end]
-        if wanted(run):
-            out += (text[done:start], replace(run))
+        if wanted(text[at:end]):
+            start = at
+            while start > done and inside(text[start - 1]):
+                start -= 1
+            out += (text[done:start], replace(text[start:end]))
             done = end
         at = text.find(mark, end) if end < n else -1
     out.append(text[done:])
@@ -126,13 +127,13 @@ def _word_colon_or_dot(char: str) -> bool:
     return char in "_:." or char.isalnum()     # re's \w is str.isalnum or "_"
 
 
-def _always(run: str) -> bool:
+def _always(tail: str) -> bool:
     return True
 
 
-def _ipv4_sized(run: str) -> bool:
-    return len(run) >= 7                       # "1.1.1.1" is the shortest address
+def _ipv4_dots(tail: str) -> bool:
+    return tail.count(".") >= 3                # an address has three dots
 
 
-def _ipv6_shaped(run: str) -> bool:
-    return "::" in run or run.count(":") >= 7  # a full address has seven colons, else "::"
+def _ipv6_colons(tail: str) -> bool:
+    return "::" in tail or tail.count(":") >= 7  # a full address has seven colons, else "::"
