@@ -12,13 +12,15 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import compress, repeat
+from operator import not_
 
 from pipelines.kernels.filters._text import UNSEGMENTED_LANGUAGES, words as split_words
 
 #: Gopher's stop words (the paper's list is English only).
 STOP_WORDS = {"en": frozenset({"the", "be", "to", "of", "and", "that", "have", "with"})}
 BULLETS = ("•", "-", "*", "‣", "⁃", "◦", "▪", "●", "·")
+ELLIPSES = ("...", "…")
 _LETTER = re.compile(r"[^\W\d_]")  # a letter of any script: a word character that is no digit or underscore
 
 
@@ -44,10 +46,11 @@ def gopher_measures(text: str, language: str, p: GopherParams) -> list[tuple[str
     passes at value ≥ threshold, a ``max_`` (and ratio) rule at value ≤ threshold (``gopher_alpha_words_ratio`` and ``gopher_stop_words`` are minimums).
     """
     out: list[tuple[str, float, float, bool]] = []
-    lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
+    # map over C methods, not generator expressions: these loops run once per line or word
+    lines = list(filter(None, map(str.strip, text.split("\n"))))
     n_lines = max(len(lines), 1)
-    bullet = sum(ln.startswith(BULLETS) for ln in lines) / n_lines
-    ellipsis = sum(ln.endswith(("...", "…")) for ln in lines) / n_lines
+    bullet = sum(map(str.startswith, lines, repeat(BULLETS))) / n_lines
+    ellipsis = sum(map(str.endswith, lines, repeat(ELLIPSES))) / n_lines
     out.append(("gopher_bullet_lines_ratio", bullet, p.max_bullet_lines_ratio, bullet <= p.max_bullet_lines_ratio))
     out.append(("gopher_ellipsis_lines_ratio", ellipsis, p.max_ellipsis_lines_ratio,
                 ellipsis <= p.max_ellipsis_lines_ratio))
@@ -60,7 +63,6 @@ def gopher_measures(text: str, language: str, p: GopherParams) -> list[tuple[str
     out.append(("gopher_max_doc_words", float(n), float(p.max_doc_words), n <= p.max_doc_words))
     if n == 0:
         return out
-    # map over C methods, not generator expressions: these loops run once per word
     stripped = list(map(str.strip, words, repeat(string.punctuation, n)))
     avg = sum(map(len, stripped)) / n
     out.append(("gopher_min_avg_word_length", avg, p.min_avg_word_length, avg >= p.min_avg_word_length))
@@ -68,7 +70,9 @@ def gopher_measures(text: str, language: str, p: GopherParams) -> list[tuple[str
     # The paper tests the hash and the ellipsis ratios each against the limit (as datatrove), not their sum.
     symbols = max(text.count("#"), text.count("...") + text.count("…")) / n
     out.append(("gopher_symbol_word_ratio", symbols, p.max_symbol_word_ratio, symbols <= p.max_symbol_word_ratio))
-    alpha = sum(map(bool, map(_LETTER.search, words))) / n
+    # an all-alphabetic word has a letter; only the others need the regex
+    others = list(compress(words, map(not_, map(str.isalpha, words))))
+    alpha = (n - len(others) + sum(map(bool, map(_LETTER.search, others)))) / n
     out.append(("gopher_alpha_words_ratio", alpha, p.min_alpha_words_ratio, alpha >= p.min_alpha_words_ratio))
     stop_words = STOP_WORDS.get(language)
     if stop_words is not None:
