@@ -3,8 +3,9 @@ ingest, dedup, filter and tokenize on local Spark (issue 5's target: the filter 
 slowest of them).
 
 Input: ``--docs`` documents generated as ``bench_dedup_scale.py`` generates them (runs of real
-paragraphs of the ../shared/data pages plus a unique sentence; ~10 % planted exact and near
-duplicates, so dedup does all its work: exact, MinHash + LSH, connected components), written as
+paragraphs of the ../shared/data pages plus a unique sentence, ``--words`` long; ~10 % planted
+exact and near duplicates, so dedup does all its work: exact, MinHash + LSH, connected
+components), written as
 gzip-per-record WARC response records over ``--files`` files: one HTML page per document (a title
 and one ``<p>`` per paragraph).
 
@@ -20,13 +21,13 @@ A warm-up pass of all four on a small lake comes first (JVM, Python workers, JIT
 There is no outside baseline here: the systems compared are crawlake's own stages; each stage's
 baseline comparison is its own benchmark (bench_ingest, bench_dedup_scale, bench_filters,
 bench_tokenize). The generated pages are simpler HTML than real ones, which makes ingest's
-extraction cheaper per document than on a crawl, and their texts shorter (~2 KB) than the real
-pages' (~8 KB).
+extraction cheaper per document than on a crawl.
 
 Metric: docs_per_s_per_core (N ÷ the stage's median seconds ÷ cores). JSON lines:
 {"benchmark", "system": "crawlake", "stage", "metric", "value", "unit", ...}.
 
-    python benchmarks/bench_stages.py [--json] [--docs 10000] [--files 8] [--repeats 3] [--workdir DIR]
+    python benchmarks/bench_stages.py [--json] [--docs 10000] [--files 8] [--repeats 3] [--words 80,400]
+        [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench_dedup_scale import generate_rows, paragraph_pool  # noqa: E402  (benchmarks/ is on sys.path)
+import bench_dedup_scale  # noqa: E402  (benchmarks/ is on sys.path)
 
 STAGES = ("ingest", "dedup", "filter", "tokenize")
 WARMUP_DOCS = 300
@@ -68,16 +69,18 @@ def _response_record(url: str, when: str, text: str) -> bytes:
     return gzip.compress(head + http + b"\r\n\r\n", compresslevel=6, mtime=0)
 
 
-def build_warcs(folder: Path, n: int, files: int, seed: int) -> list[Path]:
-    """``files`` WARC files holding ``n`` generated documents; reused when already built."""
+def build_warcs(folder: Path, n: int, files: int, seed: int, words: tuple[int, int]) -> list[Path]:
+    """``files`` WARC files holding ``n`` generated documents of ``words`` (min, max) words each
+    (before the unique sentence); reused when already built."""
     done = folder / "_complete"
     if done.exists():
         return sorted(folder.glob("*.warc.gz"))
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    pool, vocab = paragraph_pool()
+    bench_dedup_scale.MIN_WORDS, bench_dedup_scale.MAX_WORDS = words
+    pool, vocab = bench_dedup_scale.paragraph_pool()
     records = []
-    for cols, _ in generate_rows(n, seed, pool, vocab, ngram=5):
+    for cols, _ in bench_dedup_scale.generate_rows(n, seed, pool, vocab, ngram=5):
         for url, when, text in zip(cols["url"], cols["crawl_date"], cols["text"]):
             records.append(_response_record(url, when.strftime("%Y-%m-%dT%H:%M:%SZ"), text))
     per_file = -(-len(records) // files)
@@ -127,15 +130,19 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--words", default="80,400", help="min,max words of a generated document "
+                        "(80,400: bench_dedup_scale's ~2 KB; 600,2000: about the real pages' ~8 KB)")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the generated WARC files here")
     args = parser.parse_args()
 
     from pipelines.config import load_config
     from pipelines.session import get_spark
 
+    words = tuple(int(w) for w in args.words.split(","))
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench_stages_"))
-    warcs = build_warcs(workdir / f"warc-{args.docs}-{args.files}-seed{args.seed}", args.docs, args.files, args.seed)
-    warm = build_warcs(workdir / f"warc-warmup-{WARMUP_DOCS}", WARMUP_DOCS, 2, args.seed + 1)
+    warcs = build_warcs(workdir / f"warc-{args.docs}-{args.files}-seed{args.seed}-words{words[0]}-{words[1]}",
+                        args.docs, args.files, args.seed, words)
+    warm = build_warcs(workdir / f"warc-warmup-{WARMUP_DOCS}", WARMUP_DOCS, 2, args.seed + 1, (80, 400))
     cores = os.cpu_count() or 1
     spark = get_spark(load_config("local").spark)
     run_stages(spark, workdir / "lake-warmup", warm)
@@ -153,7 +160,7 @@ def main() -> None:
         line = {"benchmark": "stages", "system": "crawlake", "stage": stage, "metric": "docs_per_s_per_core",
                 "value": round(docs[stage] / median / cores, 1), "unit": "docs/s/core", "documents": docs[stage],
                 "median_s": round(median, 2), "runs_s": [round(x, 2) for x in runs[stage]], "cores": cores,
-                "repeats": args.repeats}
+                "repeats": args.repeats, "words": list(words)}
         print(json.dumps(line) if args.json else f"{stage:>9}: {line['value']:,} docs/s/core "
               f"({docs[stage]} docs, median {line['median_s']} s)")
 

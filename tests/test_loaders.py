@@ -105,11 +105,21 @@ def test_exactly_once_one_sample_at_a_time(table, num_workers):
     assert sorted(per_rank[0] + per_rank[1]) == ALL_IDS
 
 
-def test_inputs_and_labels_match_the_table(table):
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true but no accelerator")  # CPU-only CI
+@pytest.mark.parametrize("how", ["in_process", "deltaloader_workers", "pinned_workers", "plain_dataloader_workers"])
+def test_inputs_and_labels_match_the_table(table, how):
+    """The same samples however they are delivered: a DeltaLoader's workers send the stored rows
+    and the main process widens them (finish_batch); pinned or plain-DataLoader workers send the
+    finished tensors."""
     expected = {r["seq_id"]: r for r in sequences(0, ROWS).to_pylist()}
     ds = TokenSequenceDataset(table, extra_columns=["seq_id", "num_tokens"], batch_size=5, shuffle_buffer=12)
+    batches = {"in_process": lambda: ds,
+               "deltaloader_workers": lambda: DeltaLoader(ds, num_workers=2),
+               "pinned_workers": lambda: DeltaLoader(ds, num_workers=2, pin_memory=True),
+               "plain_dataloader_workers": lambda: DataLoader(ds, batch_size=None, num_workers=2)}[how]()
     seen = 0
-    for batch in ds:
+    for batch in batches:
+        assert set(batch) == {"input_ids", "labels", "seq_id", "num_tokens"}
         assert batch["input_ids"].dtype == batch["labels"].dtype == torch.int64
         assert batch["input_ids"].shape == batch["labels"].shape == (len(batch["seq_id"]), WIDTH - 1)
         for k, sid in enumerate(batch["seq_id"]):
