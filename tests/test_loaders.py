@@ -108,9 +108,8 @@ def test_exactly_once_one_sample_at_a_time(table, num_workers):
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true but no accelerator")  # CPU-only CI
 @pytest.mark.parametrize("how", ["in_process", "deltaloader_workers", "pinned_workers", "plain_dataloader_workers"])
 def test_inputs_and_labels_match_the_table(table, how):
-    """The same samples however they are delivered: a DeltaLoader's workers send the stored rows
-    and the main process widens them (finish_batch); pinned or plain-DataLoader workers send the
-    finished tensors."""
+    """The same samples however they are delivered: in process, or built by DataLoader workers
+    (DeltaLoader, pinned, plain DataLoader) and sent through shared memory."""
     expected = {r["seq_id"]: r for r in sequences(0, ROWS).to_pylist()}
     ds = TokenSequenceDataset(table, extra_columns=["seq_id", "num_tokens"], batch_size=5, shuffle_buffer=12)
     batches = {"in_process": lambda: ds,

@@ -375,20 +375,6 @@ class DeltaRowDataset(IterableDataset):
         """Row ``i`` of ``arrays`` → one sample (0-d tensors for scalars)."""
         return {name: value[0] for name, value in self.make_batch(arrays, np.arange(i, i + 1)).items()}
 
-    def finish_batch(self, item: Any) -> Any:
-        """In the main process, a batch a :class:`DeltaLoader` worker built → what the loader yields.
-
-        A worker of a DeltaLoader builds batches with :attr:`finish_in_main` set; a subclass whose
-        batches are larger than the rows they come from (e.g. wider integers, a shifted copy) can
-        send the rows compactly and widen them here, so fewer bytes cross between processes.
-        The default returns ``item`` unchanged.
-        """
-        return item
-
-    #: True inside the workers of a :class:`DeltaLoader` (without pinned memory): batches from
-    #: :meth:`make_batch` go through :meth:`finish_batch` in the main process.
-    finish_in_main = False
-
     # ------------------------------------------------------------------------------ iteration
     def __iter__(self) -> Iterator[Any]:
         info = get_worker_info()
@@ -549,15 +535,7 @@ class DeltaLoader(DataLoader):
         if resume and saved != self.num_workers:
             raise ValueError(f"the state was saved with {saved} DataLoader worker(s); resume with the same "
                              f"number (this loader has {self.num_workers})")
-        # Workers copy the dataset when they start (fork or pickle), inside super().__iter__(): only
-        # they see the flag; this process's dataset, which a plain DataLoader may also use, does not.
-        finish = not self.pin_memory   # pinned batches must stay the tensors the pin thread pinned
-        ds.finish_in_main = finish
-        try:
-            items = super().__iter__()
-        finally:
-            ds.finish_in_main = False
-        return self._counting(map(ds.finish_batch, items) if finish else items, resume)
+        return self._counting(super().__iter__(), resume)
 
     def _counting(self, items: Iterator[Any], start: int) -> Iterator[Any]:
         ds: DeltaRowDataset = self.dataset

@@ -56,24 +56,20 @@ class TokenSequenceDataset(DeltaRowDataset):
         return arrays
 
     def make_batch(self, arrays: dict[str, Any], index: np.ndarray) -> dict[str, Any]:
-        ids, num_tokens = arrays["input_ids"], arrays["num_tokens"][index]
-        n, width = len(index), ids.shape[1]
+        rows, num_tokens = arrays["input_ids"][index], arrays["num_tokens"][index]
+        n, width = rows.shape
         extras = {name: arrays[name][index] for name in self.extra_columns}
         numeric = [k for k, v in extras.items() if v.dtype != object]
-        # One buffer for everything numeric: a batch from a worker is one shared-memory segment.
-        # In a DeltaLoader's worker the rows go as they are stored (int32[n, seq_len + 1], a
-        # quarter of the bytes of two int64 tensors) and the main process widens them (finish_batch).
-        compact = self.finish_in_main and self.batch_size is not None   # batches only, not single samples
-        first = [((n, width), torch.from_numpy(np.empty(0, ids.dtype)).dtype), ((n,), torch.int64)] if compact else \
-            [((n, width - 1), torch.int64), ((n, width - 1), torch.int64)]
-        head, tail, *tensors = shared_empty(
-            *first, *[(extras[k].shape, torch.from_numpy(np.empty(0, extras[k].dtype)).dtype) for k in numeric])
-        if compact:
-            np.take(ids, index, axis=0, out=head.numpy())
-            tail.numpy()[...] = num_tokens
-            out = {_ROWS: head, _NUM_TOKENS: tail}
-        else:
-            out = _shifted(ids[index], num_tokens, head, tail)
+        # one buffer for everything numeric: a batch from a worker is one shared-memory segment
+        inputs, labels, *tensors = shared_empty(
+            ((n, width - 1), torch.int64), ((n, width - 1), torch.int64),
+            *[(extras[k].shape, torch.from_numpy(np.empty(0, extras[k].dtype)).dtype) for k in numeric])
+        inputs.numpy()[...] = rows[:, :-1]
+        lab = labels.numpy()
+        lab[...] = rows[:, 1:]
+        for i in np.flatnonzero(num_tokens < width):  # only a group's last sequence is padded
+            lab[i, max(int(num_tokens[i]) - 1, 0):] = IGNORE_INDEX
+        out = {"input_ids": inputs, "labels": labels}
         for name in self.extra_columns:
             if name in numeric:
                 tensor = tensors[numeric.index(name)]
@@ -82,29 +78,3 @@ class TokenSequenceDataset(DeltaRowDataset):
             else:
                 out[name] = extras[name].tolist()
         return out
-
-    def finish_batch(self, item: dict[str, Any]) -> dict[str, Any]:
-        """A worker's compact batch (stored rows and their token counts) → ``input_ids``/``labels``."""
-        if not isinstance(item, dict) or _ROWS not in item:
-            return item
-        rows, num_tokens = item.pop(_ROWS).numpy(), item.pop(_NUM_TOKENS).numpy()
-        n, width = rows.shape
-        out = _shifted(rows, num_tokens, torch.empty((n, width - 1), dtype=torch.int64),
-                       torch.empty((n, width - 1), dtype=torch.int64))
-        out.update(item)
-        return out
-
-
-_ROWS, _NUM_TOKENS = "_crawlake_rows", "_crawlake_num_tokens"   # a compact batch's keys
-
-
-def _shifted(rows: np.ndarray, num_tokens: np.ndarray, inputs: torch.Tensor, labels: torch.Tensor) -> dict[str, Any]:
-    """``input_ids = rows[:, :-1]`` and ``labels = rows[:, 1:]`` (-100 where the target is padding),
-    written into the given int64 tensors."""
-    width = rows.shape[1]
-    inputs.numpy()[...] = rows[:, :-1]
-    lab = labels.numpy()
-    lab[...] = rows[:, 1:]
-    for i in np.flatnonzero(num_tokens < width):  # only a group's last sequence is padded
-        lab[i, max(int(num_tokens[i]) - 1, 0):] = IGNORE_INDEX
-    return {"input_ids": inputs, "labels": labels}
