@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import html
-import io
 import json
 import os
 import shutil
@@ -49,6 +48,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import bench_dedup_scale  # noqa: E402  (benchmarks/ is on sys.path)
+from bench_ingest import _quiet_console  # noqa: E402
 
 STAGES = ("ingest", "dedup", "filter", "tokenize")
 WARMUP_DOCS = 300
@@ -115,12 +115,6 @@ def run_stages(spark, root: Path, warcs: list[Path]) -> dict[str, tuple[float, i
         docs = run.result.rows_out if stage == "ingest" else run.result.rows_in
         out[stage] = (run.duration_s, docs)
     return out
-
-
-def _quiet_console():
-    from rich.console import Console
-
-    return Console(file=io.StringIO())
 
 
 def main() -> None:
