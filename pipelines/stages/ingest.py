@@ -118,6 +118,8 @@ def _limits(cfg: IngestConfig) -> IngestLimits:
 def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[int, float]],
                   limits: IngestLimits) -> dict[str, dict]:
     """Parse, audit and publish one commit batch of files; returns each file's summary."""
+    # largest first: the tasks start in this order, so the cores finish together (LPT)
+    files = sorted(files, key=lambda f: -prints[f][0])
     roots = {kind: ctx.lake.direct_location(spec) for kind, spec in OUTPUTS.items()}
     if all(roots.values()) and ctx.lake.direct_location(OPS_INGEST_LOG):
         summaries = _ingest_with_deltalake(ctx, files, limits, roots)
@@ -181,6 +183,16 @@ def _write_partition(batches, *, limits: IngestLimits, roots: dict[str, str], st
         yield pa.RecordBatch.from_pydict({"source_file": sources, "detail": details})
 
 
+def _one_task_per_file(spark, files: list[str]):
+    """A ``path`` DataFrame with one partition per file, in ``files``' order, made in the JVM.
+    (``repartition(n)`` of n rows deals them round-robin from random offsets: a 16-file batch got
+    4 empty partitions and 4 with two files; a parallelized Python list needs a Python worker per
+    task just to hand over its rows.)"""
+    paths = F.array(*[F.lit(f) for f in files]) if files else F.array().cast("array<string>")
+    return spark.range(0, len(files), 1, max(len(files), 1)).select(
+        F.element_at(paths, (F.col("id") + 1).cast("int")).alias("path"))
+
+
 def _ingest_with_deltalake(ctx: StageContext, files: list[str], limits: IngestLimits,
                            roots: dict[str, str]) -> dict[str, dict]:
     """Tasks write and audit the files' rows; the driver gates, then commits each table with
@@ -188,8 +200,7 @@ def _ingest_with_deltalake(ctx: StageContext, files: list[str], limits: IngestLi
     row file mixes sources, publishes the written files with Spark's ``replaceWhere``."""
     spark, lake = ctx.spark, ctx.lake
     stats = {kind: lake.stats_columns(spec) for kind, spec in OUTPUTS.items()}
-    paths = spark.createDataFrame([(f,) for f in files], "path string").repartition(len(files))
-    rows = paths.mapInArrow(partial(_write_partition, limits=limits, roots=roots, stats=stats),
+    rows = _one_task_per_file(spark, files).mapInArrow(partial(_write_partition, limits=limits, roots=roots, stats=stats),
                             "source_file string, detail string").collect()
     summaries = {r.source_file: json.loads(r.detail) for r in rows}
     adds = {kind: [delta_files.DataFile.from_json(s["adds"][kind]) for s in summaries.values() if kind in s["adds"]]
@@ -232,8 +243,7 @@ def _ingest_with_spark(ctx: StageContext, files: list[str], limits: IngestLimits
     """Parse into Spark's cache, audit, and publish with Spark's Delta writer (catalog mode,
     object stores); returns each file's summary."""
     spark, lake = ctx.spark, ctx.lake
-    parsed = (spark.createDataFrame([(f,) for f in files], "path string")
-              .repartition(len(files))
+    parsed = (_one_task_per_file(spark, files)
               .mapInArrow(partial(_parse_partition, limits=limits), from_arrow_schema(ROW_SCHEMA))
               .persist())
     summaries = {r.source_file: json.loads(r.detail)  # runs the parse (one task per file) into the cache
