@@ -200,8 +200,8 @@ def _ingest_with_deltalake(ctx: StageContext, files: list[str], limits: IngestLi
     row file mixes sources, publishes the written files with Spark's ``replaceWhere``."""
     spark, lake = ctx.spark, ctx.lake
     stats = {kind: lake.stats_columns(spec) for kind, spec in OUTPUTS.items()}
-    rows = _one_task_per_file(spark, files).mapInArrow(partial(_write_partition, limits=limits, roots=roots, stats=stats),
-                            "source_file string, detail string").collect()
+    task = partial(_write_partition, limits=limits, roots=roots, stats=stats)
+    rows = _one_task_per_file(spark, files).mapInArrow(task, "source_file string, detail string").collect()
     summaries = {r.source_file: json.loads(r.detail) for r in rows}
     adds = {kind: [delta_files.DataFile.from_json(s["adds"][kind]) for s in summaries.values() if kind in s["adds"]]
             for kind in OUTPUTS}
