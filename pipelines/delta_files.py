@@ -95,10 +95,58 @@ class PartFile:
         return True
 
     def abort(self) -> None:
+        """Drop the file: nothing is published, a partial local file is removed."""
+        if self.writer is not None:
+            self.writer.is_open = False   # no footer: its __del__ would write one into the closed stream
         if self.stream is not None:
-            self.stream.close()
+            # an fsspec upload is published by close(); discard() drops it instead
+            getattr(self.stream, "discard", self.stream.close)()
         if self.tmp is not None and os.path.exists(self.tmp):
             os.remove(self.tmp)
+
+
+class PartFiles:
+    """One :class:`PartFile` named ``name`` (default: a fresh :func:`part_name`) in each table
+    folder of ``roots`` (``{kind: folder}``, with ``schemas`` ``{kind: pa.Schema}``), as a task
+    writes one file per output table. A context manager: at the end of its block all files are
+    closed, or, if the block (or a close) raises, all are aborted. Then :meth:`adds` gives the
+    add action of each file that got rows."""
+
+    def __init__(self, roots: Mapping[str, str], schemas: Mapping[str, pa.Schema], name: str | None = None):
+        self.roots, self.name = dict(roots), name or part_name()
+        self.files = {kind: PartFile(f"{root}/{self.name}", schemas[kind]) for kind, root in self.roots.items()}
+        self.written: dict[str, bool] = {}
+
+    def write(self, kind: str, data: pa.RecordBatch | pa.Table) -> None:
+        """Append ``data``'s columns of table ``kind``'s schema, in its order and types (extra
+        columns are dropped; pyarrow raises when one is missing or cannot be cast)."""
+        schema = self.files[kind].schema
+        table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
+        self.files[kind].write(table.select(schema.names).cast(schema))
+
+    def __enter__(self) -> "PartFiles":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            try:
+                self.written = {kind: f.close() for kind, f in self.files.items()}
+                return False
+            except BaseException:
+                self._abort()
+                raise
+        self._abort()
+        return False   # the block's exception goes on
+
+    def _abort(self) -> None:
+        for f in self.files.values():
+            f.abort()
+
+    def adds(self, stats_columns: Mapping[str, Sequence[str]]) -> dict[str, str]:
+        """``{kind: DataFile JSON}`` for each closed file with rows; ``stats_columns[kind]`` are
+        the columns its statistics cover."""
+        return {kind: describe(self.roots[kind], self.name, {}, stats_columns[kind]).to_json()
+                for kind, done in self.written.items() if done}
 
 
 #: Files a task writes for one source file: ``part-<source key>-<uuid4 hex>.c000.snappy.parquet``.

@@ -54,6 +54,28 @@ def test_non_finite_floats_leave_no_bounds(tmp_path):
     assert stats["nullCount"] == {"value": 0, "threshold": 0}
 
 
+def test_part_files_close_together_or_abort_together(tmp_path):
+    """A task's files, one per table: conformed to each schema, closed at the end of the block,
+    all aborted (no file left) when the block raises; add actions only for files with rows."""
+    roots = {"a": str(tmp_path / "a"), "b": str(tmp_path / "b")}
+    schemas = {"a": pa.schema([("n", pa.int64())]), "b": pa.schema([("s", pa.string())])}
+    with delta_files.PartFiles(roots, schemas) as files:
+        files.write("a", pa.table({"extra": ["x", "y"], "n": pa.array([1, 2], pa.int32())}))
+        files.write("b", pa.table({"s": pa.array([], pa.string())}))
+    assert files.written == {"a": True, "b": False}
+    adds = files.adds({"a": ["n"], "b": ["s"]})
+    assert list(adds) == ["a"] and json.loads(json.loads(adds["a"])["stats"])["maxValues"] == {"n": 2}
+    assert [p.name for p in (tmp_path / "a").iterdir()] == [files.name]
+
+    with pytest.raises(RuntimeError):
+        with delta_files.PartFiles(roots, schemas, "part-failed.parquet") as failed:
+            failed.write("a", pa.table({"n": [3]}))
+            failed.write("b", pa.table({"s": ["z"]}))
+            raise RuntimeError("task died")
+    assert not any(p.name.startswith((".part-failed", "part-failed")) for root in roots.values()
+                   for p in (tmp_path / root).iterdir())
+
+
 def test_partition_folders_and_indexed_columns():
     assert delta_files.partition_folder({"day": 3}) == "day=3"
     assert delta_files.partition_folder({"day": None}) == "day=__HIVE_DEFAULT_PARTITION__"

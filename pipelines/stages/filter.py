@@ -200,33 +200,25 @@ def _filter_to_files(batches, *, params: FilterParams, roots: dict[str, str], st
     one Parquet file each into the two tables' folders. Yields one row: JSON of its funnel groups,
     per-rule counts and each written file's Delta add action."""
     schemas = {kind: arrow_schema(spec) for kind, spec in OUTPUTS.items()}
-    name = delta_files.part_name()
-    files = {kind: delta_files.PartFile(f"{roots[kind]}/{name}", schemas[kind]) for kind in OUTPUTS}
     groups: Groups = {}
     by_rule: ByRule = {}
-    try:
+    with delta_files.PartFiles(roots, schemas) as files:
         for batch in batches:
             out = pa.Table.from_batches([filter_batch(batch, params)])
-            files["clean"].write(_conform(out.filter(out.column("filter_kept")), schemas["clean"]))
+            files.write("clean", out.filter(out.column("filter_kept")))
             for g in out.group_by(["filter_first_failed", "language"]).aggregate(
                     [("words_in", "count"), ("words_in", "sum"), ("words_out", "sum")]).to_pylist():
                 _add(groups, (g["filter_first_failed"], g["language"]),
                      (g["words_in_count"], g["words_in_sum"] or 0, g["words_out_sum"] or 0))
             decisions = pa.Table.from_struct_array(pc.list_flatten(out.column("decisions")))
-            files["decisions"].write(_conform(decisions, schemas["decisions"]))
+            files.write("decisions", decisions)
             failed = pc.cast(pc.invert(decisions.column("passed")), pa.int64())
             for r in decisions.append_column("failed", failed).group_by("filter").aggregate(
                     [("failed", "sum"), ("value", "sum")]).to_pylist():
                 _add(by_rule, r["filter"], (r["failed_sum"], r["value_sum"] or 0.0))
-        written = {kind: f.close() for kind, f in files.items()}
-    except BaseException:
-        for f in files.values():
-            f.abort()
-        raise
     detail = {"groups": [[*key, *v] for key, v in groups.items()],
               "rules": [[rule, *v] for rule, v in by_rule.items()],
-              "adds": {kind: delta_files.describe(roots[kind], name, {}, stats[kind]).to_json()
-                       for kind, done in written.items() if done}}
+              "adds": files.adds(stats)}
     yield pa.RecordBatch.from_pydict({"detail": [json.dumps(detail)]})
 
 
@@ -234,11 +226,6 @@ def _add(into: dict, key, values) -> None:
     slot = into.setdefault(key, [0] * len(values))
     for i, v in enumerate(values):
         slot[i] += v
-
-
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table``'s columns of ``schema``, in its order and types."""
-    return table.select(schema.names).cast(schema)
 
 
 def _write_with_deltalake(lake, docs, params: FilterParams, roots: dict[str, str]) -> tuple[Groups, ByRule]:

@@ -152,30 +152,19 @@ def _write_partition(batches, *, limits: IngestLimits, roots: dict[str, str], st
     for batch in batches:
         sources, details = [], []
         for path in batch.column("path").to_pylist():
-            name = delta_files.part_name(path)
-            out = {kind: delta_files.PartFile(f"{roots[kind]}/{name}", schemas[kind]) for kind in OUTPUTS}
             summary = None
-            try:
+            with delta_files.PartFiles(roots, schemas, delta_files.part_name(path)) as out:
                 for rows in parse_files_to_batches([path], limits):
                     kinds = rows.column("kind")
                     summary = summary or next((json.loads(d) for d in
                                                rows.filter(pc.equal(kinds, "summary")).column("detail").to_pylist()), None)
                     for kind, value in (("documents", "document"), ("quarantine", "quarantine")):
-                        picked = rows.filter(pc.equal(kinds, value))
-                        if picked.num_rows:
-                            out[kind].write(pa.Table.from_batches([picked]).select(schemas[kind].names)
-                                            .cast(schemas[kind]).to_batches()[0])
-                written = {kind: f.close() for kind, f in out.items()}
-            except BaseException:
-                for f in out.values():
-                    f.abort()
-                raise
-            summary["adds"] = {kind: delta_files.describe(roots[kind], name, {}, stats[kind]).to_json()
-                               for kind, done in written.items() if done}
-            if written["documents"]:
+                        out.write(kind, rows.filter(pc.equal(kinds, value)))
+            summary["adds"] = out.adds(stats)
+            if out.written["documents"]:
                 # in chunks; doc_ids repeated across chunks or files are caught by the driver's check
                 summary["audit"] = quality.validate_parquet(
-                    f"{roots['documents']}/{name}", BRONZE_DOCUMENTS,
+                    f"{roots['documents']}/{out.name}", BRONZE_DOCUMENTS,
                     ["doc_id", "url", "warc_record_id", "source_file", "text", "http_status", "text_length"],
                     AUDIT_CHUNK_ROWS)
             sources.append(path)

@@ -68,24 +68,16 @@ def _pack_to_files(batches, *, params: PackParams, roots: dict[str, str], stats:
             counts["documents_in"] += batch.num_rows
             yield batch
 
-    name = delta_files.part_name()
-    files = {"sequences": delta_files.PartFile(f"{roots['sequences']}/{name}", SEQUENCE_SCHEMA),
-             "documents": delta_files.PartFile(f"{roots['documents']}/{name}", DOCUMENT_TOKENS_SCHEMA)}
-    try:
+    schemas = {"sequences": SEQUENCE_SCHEMA, "documents": DOCUMENT_TOKENS_SCHEMA}
+    with delta_files.PartFiles(roots, schemas) as files:
         for seqs in pack_batches(counted(batches), params):
-            files["sequences"].write(seqs)
-            files["documents"].write(document_rows(seqs))
+            files.write("sequences", seqs)
+            files.write("documents", document_rows(seqs))
             counts["sequences"] += seqs.num_rows
             counts["tokens"] += pc.sum(seqs.column("num_tokens")).as_py() or 0
             counts["documents"] += len(pc.list_flatten(seqs.column("doc_ids")))
             counts["document_tokens"] += pc.sum(pc.list_flatten(seqs.column("doc_num_tokens"))).as_py() or 0
-        written = {kind: f.close() for kind, f in files.items()}
-    except BaseException:
-        for f in files.values():
-            f.abort()
-        raise
-    detail = {"counts": counts, "adds": {kind: delta_files.describe(roots[kind], name, {}, stats[kind]).to_json()
-                                         for kind, done in written.items() if done}}
+    detail = {"counts": counts, "adds": files.adds(stats)}
     yield pa.RecordBatch.from_pydict({"detail": [json.dumps(detail)]})
 
 
