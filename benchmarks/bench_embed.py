@@ -9,15 +9,18 @@ Systems (``--repeats`` runs each, alternating, medians reported):
   sentence-transformers  ``SentenceTransformer.encode(texts, batch_size=32, normalize_embeddings=True)``
                          on the same model object
   crawlake               ``pipelines.kernels.embed.encode_chunks``: token-budget batches over
-                         length-sorted chunks; fp16 and a tokenizing thread on CUDA
+                         length-sorted chunks; fp16 and a tokenizing thread on CUDA; the forward
+                         pass compiled (``--compile``, default on: the steady state that
+                         ``compile: auto`` reaches after 1M tokens per process)
 
 Metrics: chunks_per_s, tokens_per_s (tokens = the model's own tokens per chunk, special tokens
-included, padding excluded), and on CUDA model_flops_utilization (approximate FLOPs of the
+included, padding excluded), ``first_call_s`` (the untimed warm-up call, which includes the
+compile), and on CUDA model_flops_utilization (approximate FLOPs of the
 encoder per token, 2 x non-embedding parameters + attention, over the GPU's dense fp16 peak,
 ``--peak-tflops``, 989 for an H100 SXM). Also ``max_abs_diff`` between the two systems' vectors.
 JSON lines: {"benchmark", "system", "metric", "value", "unit", "device", ...}.
 
-    python benchmarks/bench_embed.py [--json] [--chunks 2000] [--repeats 3] [--device auto]
+    python benchmarks/bench_embed.py [--json] [--chunks 2000] [--repeats 3] [--device auto] [--compile on]
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ def main() -> None:
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--model", default="default")
     parser.add_argument("--tokens-per-batch", type=int, default=0, help="0 = the kernel's default for the device")
+    parser.add_argument("--compile", default="on", choices=("on", "off", "auto"),
+                        help="crawlake's embed.compile: on = compiled from the first batch (the steady state)")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="GPU dense fp16 peak for MFU")
     args = parser.parse_args()
 
@@ -73,7 +78,8 @@ def main() -> None:
     from pipelines.kernels.embed import EmbedParams, encode_chunks, load_model, resolve_device
 
     device = resolve_device(args.device)
-    params = EmbedParams(model=args.model, device=device, tokens_per_batch=args.tokens_per_batch)
+    compile_ = {"on": True, "off": False, "auto": "auto"}[args.compile]
+    params = EmbedParams(model=args.model, device=device, tokens_per_batch=args.tokens_per_batch, compile=compile_)
     chunks = real_chunks(args.chunks, params)
     model = load_model(params.model, params.device, params.precision)
     lengths = np.array([len(x) for x in model.tokenizer(chunks, truncation=True, max_length=model.max_seq_length)["input_ids"]])
@@ -91,7 +97,11 @@ def main() -> None:
             torch.cuda.synchronize()
         return out
 
-    run_naive(), run_crawlake()  # warm-up: kernels, allocator, thread pools
+    first_call = {}
+    for system, fn in (("sentence-transformers", run_naive), ("crawlake", run_crawlake)):
+        t0 = time.perf_counter()
+        fn()  # warm-up: kernels, allocator, thread pools, and crawlake's compile
+        first_call[system] = time.perf_counter() - t0
     times = {"sentence-transformers": [], "crawlake": []}
     vecs = {}
     for _ in range(args.repeats):
@@ -106,9 +116,10 @@ def main() -> None:
     for system, ts in times.items():
         med = statistics.median(ts)
         extra = {"device": device_name, "chunks": len(chunks), "tokens": tokens, "mean_tokens_per_chunk": round(mean_len, 1),
-                 "repeats": args.repeats, "seconds": [round(t, 3) for t in ts]}
+                 "repeats": args.repeats, "seconds": [round(t, 3) for t in ts], "compile": args.compile}
         rows.append({"benchmark": "embed", "system": system, "metric": "chunks_per_s", "value": round(len(chunks) / med, 1), "unit": "chunks/s", **extra})
         rows.append({"benchmark": "embed", "system": system, "metric": "tokens_per_s", "value": round(tokens / med, 1), "unit": "tokens/s", **extra})
+        rows.append({"benchmark": "embed", "system": system, "metric": "first_call_s", "value": round(first_call[system], 2), "unit": "s", **extra})
         if device == "cuda":
             mfu = encoder_flops_per_token(model, mean_len) * tokens / med / (args.peak_tflops * 1e12)
             rows.append({"benchmark": "embed", "system": system, "metric": "model_flops_utilization", "value": round(mfu, 4), "unit": "ratio", **extra})

@@ -219,6 +219,7 @@ class EmbedConfig(_Strict):
     max_batch_size: int = Field(512, ge=1)
     chunk_overlap_tokens: int = Field(32, ge=0)
     max_chunk_tokens: int = Field(0, ge=0)
+    compile: bool | Literal["auto"] = "auto"
     refresh: bool = True
     engine: Literal["spark", "dask"] = "spark"
     dask_scheduler: str | None = None

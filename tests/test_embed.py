@@ -93,6 +93,38 @@ def test_model_revision_follows_the_weights(tmp_path):
         resolve_model(str(tmp_path / "no-such-model"))
 
 
+def test_auto_compile_switches_after_the_token_threshold_and_keeps_the_vectors(monkeypatch):
+    import warnings
+
+    import pipelines.kernels.embed as kernel
+    from pipelines.kernels.warc import parse_warc_file
+
+    texts = [r["text"] for r in parse_warc_file(real_file("ia-heritrix-2008-example.warc.gz")).rows
+             if r["kind"] == "document" and r["text"]][:12]
+    doc_index, spans = chunk_documents(texts, CPU)
+    chunks = [texts[d][s:e] for d, (s, e, _) in zip(doc_index, spans)]
+    lengths = np.array([n + 2 for _, _, n in spans])
+    assert len(chunks) >= 4
+    eager = load_model("default", "cpu", "auto")
+    want = eager.encode(chunks, normalize_embeddings=True, batch_size=32)
+    auto = EmbedParams(device="cpu", compile="auto")
+    monkeypatch.setattr(kernel, "_tokens_embedded", 0)
+    monkeypatch.setattr(kernel, "AUTO_COMPILE_AFTER_TOKENS", int(lengths.sum()))
+    assert kernel._forward(auto, on_gpu=False) is eager
+    first = kernel.encode_chunks(chunks, lengths, auto)
+    assert kernel._tokens_embedded == lengths.sum()
+    assert kernel._forward(auto, on_gpu=False) is not eager
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a failed compile would fall back with a warning
+        compiled = kernel.encode_chunks(chunks, lengths, auto)
+    assert not kernel._compile_failed
+    np.testing.assert_allclose(first, want, atol=1e-5)
+    np.testing.assert_allclose(compiled, want, atol=1e-5)
+    assert kernel._forward(EmbedParams(device="cpu", compile=False), on_gpu=False) is eager
+    with pytest.raises(ValueError, match="compile"):
+        kernel._forward(EmbedParams(device="cpu", compile="yes"), on_gpu=False)
+
+
 def test_precision_other_than_fp32_on_cpu_is_an_error():
     with pytest.raises(ValueError, match="GPU"):
         load_model("default", "cpu", "fp16")

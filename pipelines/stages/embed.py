@@ -30,7 +30,7 @@ def embed_params(cfg: EmbedConfig, ref: ModelRef | None = None) -> EmbedParams:
     return EmbedParams(
         model=cfg.model, model_revision=ref.revision if ref else None, device=cfg.device,
         precision=cfg.precision, tokens_per_batch=cfg.tokens_per_batch, max_batch_size=cfg.max_batch_size,
-        overlap=cfg.chunk_overlap_tokens, max_chunk_tokens=cfg.max_chunk_tokens,
+        overlap=cfg.chunk_overlap_tokens, max_chunk_tokens=cfg.max_chunk_tokens, compile=cfg.compile,
     )
 
 
