@@ -18,7 +18,7 @@ from pipelines.config import Config
 from pipelines.kernels.embed import encode_chunks, resolve_model
 from pipelines.kernels.index import merge_topk, search as search_index
 from pipelines.stages.embed import embed_params
-from pipelines.stages.index import index_params
+from pipelines.stages.index import index_params, shard_uri
 from schemas.catalog import GOLD_INDEX_MANIFEST, SILVER_DOCUMENTS_CLEAN
 
 SNIPPET_CHARS = 200
@@ -67,9 +67,10 @@ class Searcher:
         base = index_params(cfg.index)
         self.shards = []
         for row in sorted(rows, key=lambda r: r["shard"]):
-            with fsspec.open(row["path"], "rb") as f:
+            path = shard_uri(root, row["path"])
+            with fsspec.open(path, "rb") as f:
                 index = faiss.deserialize_index(np.frombuffer(f.read(), np.uint8))
-            with fsspec.open(row["path"] + ".ids.parquet", "rb") as f:
+            with fsspec.open(path + ".ids.parquet", "rb") as f:
                 ids = pq.read_table(f)
             params = replace(base, ef_search=row["ef_search"], nprobe=row["nprobe"], refine_k_factor=row["refine_k_factor"])
             self.shards.append((row["shard"], index, ids, params))  # with the settings tuned at build time

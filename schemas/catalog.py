@@ -209,7 +209,8 @@ GOLD_INDEX_MANIFEST = TableSpec(
         ("model", _STR, False),
         ("model_revision", _STR, False),
         ("shard", _INT, False),
-        ("path", _STR, False),            # the FAISS index file; <path>.ids.parquet maps its rows
+        # the FAISS index file, relative to the lake root when under it; <path>.ids.parquet maps its rows
+        ("path", _STR, False),
         ("index_type", _STR, False),      # the type built (a small shard falls back to flat)
         ("rows", _LONG, False),
         ("dim", _INT, False),

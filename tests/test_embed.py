@@ -292,6 +292,8 @@ def english_queries(texts: dict[str, str]) -> dict[str, str]:
 def test_index_manifest_covers_every_vector_once(spark, lake, indexed):
     import pyarrow.parquet as pq
 
+    from pipelines.stages.index import shard_uri
+
     cfg, _, _ = lake
     root = Path(cfg.lake.root)
     manifest = read_table(spark, root, "gold.index_manifest").collect()
@@ -300,8 +302,10 @@ def test_index_manifest_covers_every_vector_once(spark, lake, indexed):
     emb = vectors(spark, root)
     mapped = []
     for m in manifest:
-        assert Path(m.path).is_file() and m.dim == 384
-        ids = pq.read_table(m.path + ".ids.parquet")
+        assert not Path(m.path).is_absolute()  # relative to the lake root, which holds _index
+        path = shard_uri(str(root), m.path)
+        assert Path(path).is_file() and m.dim == 384
+        ids = pq.read_table(path + ".ids.parquet")
         assert ids.num_rows == m.rows
         mapped += list(zip(ids.column("doc_id").to_pylist(), ids.column("chunk_id").to_pylist()))
     assert sorted(mapped) == sorted(emb)
@@ -362,7 +366,8 @@ def test_index_rebuilds_only_the_shard_whose_documents_changed(spark, lake, inde
 
     from pipelines.runner import run_pipeline
     from pipelines.search import Searcher
-    from schemas.catalog import SILVER_DOCUMENTS_CLEAN
+    from pipelines.stages.index import shard_uri
+    from schemas.catalog import GOLD_INDEX_MANIFEST, SILVER_DOCUMENTS_CLEAN
 
     cfg2, lake2 = copy_lake(spark, lake[0], tmp_path)
     clean = lake2.read(SILVER_DOCUMENTS_CLEAN).localCheckpoint()
@@ -373,4 +378,7 @@ def test_index_rebuilds_only_the_shard_whose_documents_changed(spark, lake, inde
     run = run_pipeline(cfg2, stages=("index",))[-1]
     assert run.result.notes["shards_rebuilt"] == 1
     assert run.result.notes["shards_unchanged"] == indexed.result.notes["shards"] - 1
+    # the unchanged shards are the copy's own files, not the original lake's
+    paths = [shard_uri(cfg2.lake.root, r.path) for r in lake2.read(GOLD_INDEX_MANIFEST).collect()]
+    assert paths and all(p.startswith(f"{cfg2.lake.root}/_index/") and Path(p).is_file() for p in paths)
     assert removed not in {h.doc_id for h in Searcher(cfg2).search(sentence, k=10)}

@@ -218,7 +218,8 @@ def _forward(params: EmbedParams, on_gpu: bool):
             return compiled(features)
         except Exception as exc:  # inductor's failures have no common type
             _compile_failed.add(key)
-            warnings.warn(f"torch.compile of the embedding model failed, running eager: {exc}", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"torch.compile of the embedding model failed, running eager: {exc}",
+                          RuntimeWarning, stacklevel=2)
             return model(features)
 
     return run

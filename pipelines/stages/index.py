@@ -9,8 +9,10 @@ rebuilt, one Spark task each (``applyInArrow``). A task builds the shard, tunes 
 sample of its own vectors (:func:`~pipelines.kernels.index.tune_search`), and writes ``<dir>/shard-NNNNN-<fp>.faiss`` and
 its row map ``.ids.parquet`` (doc_id, chunk_id, char_start, char_end in index-id order). The
 manifest rows of this revision are then replaced in one commit, and files no manifest row names
-any more are removed. ``<dir>`` is ``<index.path or lake root/_index>/<model>/<revision>``; any
-fsspec URL works, since shards are written as bytes (``faiss.serialize_index``).
+any more are removed. The manifest records a shard's path relative to the lake root when it lies
+under it (as Delta's own add actions do), so a copied or moved lake searches its own shards.
+``<dir>`` is ``<index.path or lake root/_index>/<model>/<revision>``; any fsspec URL works, since
+shards are written as bytes (``faiss.serialize_index``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,17 @@ def index_dir(cfg: Config, params: EmbedParams) -> str:
     base = (cfg.index.path or f"{cfg.lake.root.rstrip('/')}/_index").rstrip("/")
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", params.model_label).strip("_")
     return f"{base}/{slug}/{params.model_revision}"
+
+
+def manifest_path(root: str, path: str) -> str:
+    """``path`` as the manifest records it: relative to the lake ``root`` when under it, else as is."""
+    root = root.rstrip("/") + "/"
+    return path[len(root):] if path.startswith(root) else path
+
+
+def shard_uri(root: str, path: str) -> str:
+    """A manifest ``path`` → the file's URL or absolute path (inverse of :func:`manifest_path`)."""
+    return path if "://" in path or path.startswith("/") else f"{root.rstrip('/')}/{path}"
 
 
 def _build_shard(table: pa.Table, *, directory: str, params: IndexParams, target_recall: float, fingerprints: dict,
@@ -106,7 +119,10 @@ def run(ctx: StageContext) -> StageResult:
         fs, p = fsspec.core.url_to_fs(path)
         return fs.exists(p) and fs.exists(p + ".ids.parquet")
 
-    keep = {s: old[s] for s, fp in fingerprints.items() if s in old and old[s]["fingerprint"] == fp and exists(old[s]["path"])}
+    root = cfg.lake.root
+
+    keep = {s: old[s] for s, fp in fingerprints.items() if s in old and old[s]["fingerprint"] == fp
+            and exists(shard_uri(root, old[s]["path"]))}
     todo = sorted(set(fingerprints) - set(keep))
     built = []
     if todo:
@@ -125,8 +141,10 @@ def run(ctx: StageContext) -> StageResult:
     now = datetime.now(timezone.utc)
     entries = list(keep.values()) + [
         {**r, "model": emb_params.model_label, "model_revision": emb_params.model_revision, "built_at": now} for r in built]
+    # manifests written before paths were relative get them too when the shard is kept
+    entries = [{**e, "path": manifest_path(root, e["path"])} for e in entries]
     lake.replace_where(GOLD_INDEX_MANIFEST, ctx.spark.createDataFrame(entries, GOLD_INDEX_MANIFEST.schema), mine)
-    _remove_unlisted(directory, {e["path"] for e in entries})
+    _remove_unlisted(directory, {shard_uri(root, e["path"]) for e in entries})
     return StageResult(
         rows_in=sum(r.n for r in sums), rows_out=sum(e["rows"] for e in entries),
         input_versions={GOLD_EMBEDDINGS.qualified_name: version},
