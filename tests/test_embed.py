@@ -125,6 +125,21 @@ def test_auto_compile_switches_after_the_token_threshold_and_keeps_the_vectors(m
         kernel._forward(EmbedParams(device="cpu", compile="yes"), on_gpu=False)
 
 
+def test_a_model_that_gives_nan_vectors_is_an_error(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from pipelines.kernels.embed import encode_chunks
+
+    broken = tmp_path / "broken-minilm"
+    shutil.copytree(resolve_model("default").source, broken)
+    weights = load_file(broken / "model.safetensors")
+    name = next(k for k in weights if k.endswith("output.dense.weight"))
+    weights[name][0, 0] = float("nan")  # one weight, as an fp16 overflow would leave it
+    save_file(weights, broken / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(FloatingPointError, match="2 of 2 embedding vectors are not finite"):
+        encode_chunks(["a first chunk", "a second chunk"], None, EmbedParams(model=str(broken), device="cpu"))
+
+
 def test_precision_other_than_fp32_on_cpu_is_an_error():
     with pytest.raises(ValueError, match="GPU"):
         load_model("default", "cpu", "fp16")

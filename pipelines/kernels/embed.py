@@ -263,6 +263,8 @@ def encode_chunks(texts: list[str], lengths: np.ndarray | None, params: EmbedPar
 
     ``lengths``: token counts used to sort and budget the batches (None = count them here); they
     need not be exact, the model's own tokenization (truncating at ``max_seq_length``) decides.
+    Raises FloatingPointError when a vector is not finite (e.g. an fp16 overflow, or broken
+    weights): a NaN vector would otherwise be written and silently never found by search.
     """
     import torch
 
@@ -304,6 +306,11 @@ def encode_chunks(texts: list[str], lengths: np.ndarray | None, params: EmbedPar
     finally:
         if pool:
             pool.shutdown(wait=True)
+    bad = ~np.isfinite(out).all(axis=1)
+    if bad.any():
+        first = texts[int(np.flatnonzero(bad)[0])][:80]
+        raise FloatingPointError(f"{int(bad.sum())} of {len(texts)} embedding vectors are not finite "
+                                 f"(model {params.model_label}, precision {params.precision}); first chunk: {first!r}")
     return out
 
 
