@@ -13,7 +13,8 @@ What makes it faster than ``SentenceTransformer.encode(texts, batch_size=32)``:
 - on CPU, once a process has embedded :data:`AUTO_COMPILE_AFTER_TOKENS` tokens, the forward pass
   runs through ``torch.compile`` (inductor): the bias adds, GELU, residual adds and LayerNorms fuse
   into the matrix multiplies' epilogues, about 1.2x the eager pass on MiniLM; compiling costs
-  15-30 s once per process (less with inductor's on-disk cache), which those tokens amortize;
+  10-40 s once per process on 2 cores (the low end with inductor's on-disk cache warm), which
+  those tokens amortize;
 - on CUDA the model runs in fp16 (or bf16), the next batch is tokenized on a thread while the GPU
   runs the current one, and host-to-device copies are non-blocking from pinned memory.
 
@@ -55,7 +56,7 @@ EMBEDDING_SCHEMA = pa.schema([
 AUTO_TOKENS_PER_BATCH = {"cpu": 8192, "cuda": 131072}
 
 #: ``compile="auto"`` switches a CPU process to the compiled forward pass after this many tokens
-#: (about 3 minutes of eager fp32 MiniLM on 2 cores), so the 15-30 s compile is paid only by
+#: (about 3 minutes of eager fp32 MiniLM on 2 cores), so the 10-40 s compile is paid only by
 #: processes with enough work to repay it, never by a query or a small test.
 AUTO_COMPILE_AFTER_TOKENS = 1_000_000
 
