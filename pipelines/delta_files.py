@@ -149,6 +149,35 @@ class PartFiles:
                 for kind, done in self.written.items() if done}
 
 
+class Uncommitted:
+    """The driver's side of :class:`PartFiles`: the files tasks wrote, ``adds`` (``{kind:
+    [DataFile]}``, paths relative to the local folders ``roots[kind]``), until a commit names them.
+
+    A context manager: call :meth:`committed` once a table's commit has succeeded; at the end of
+    the block the files of every other table (its commit raised, or committed nothing, e.g. a
+    replayed transaction) are deleted. Readers never see such files, but only VACUUM would remove
+    them, so a failed stage would otherwise leave them behind for good.
+    """
+
+    def __init__(self, roots: Mapping[str, str], adds: Mapping[str, Sequence[DataFile]]):
+        self.roots, self.adds = dict(roots), {kind: list(files) for kind, files in adds.items()}
+        self.pending = set(self.adds)
+
+    def committed(self, kind: str) -> None:
+        self.pending.discard(kind)
+
+    def __enter__(self) -> "Uncommitted":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        for kind in sorted(self.pending):
+            for add in self.adds[kind]:
+                path = os.path.join(self.roots[kind], add.path)
+                if os.path.exists(path):
+                    os.remove(path)
+        return False   # the block's exception goes on
+
+
 #: Files a task writes for one source file: ``part-<source key>-<uuid4 hex>.c000.snappy.parquet``.
 SOURCE_PART = re.compile(r"part-([0-9a-f]{16})-[0-9a-f]{32}\.c000\.snappy\.parquet")
 

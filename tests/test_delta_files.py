@@ -76,6 +76,21 @@ def test_part_files_close_together_or_abort_together(tmp_path):
                    for p in (tmp_path / root).iterdir())
 
 
+def test_uncommitted_files_are_removed_unless_their_commit_succeeded(tmp_path):
+    roots = {kind: str(tmp_path / kind) for kind in ("a", "b", "c")}
+    schemas = {kind: pa.schema([("n", pa.int64())]) for kind in roots}
+    with delta_files.PartFiles(roots, schemas) as files:
+        for kind in roots:
+            files.write(kind, pa.table({"n": [1]}))
+    adds = {kind: [delta_files.DataFile.from_json(j)] for kind, j in files.adds({k: ["n"] for k in roots}).items()}
+    with pytest.raises(RuntimeError):
+        with delta_files.Uncommitted(roots, adds) as written:
+            written.committed("a")
+            raise RuntimeError("the commit of b failed")  # c never got its commit
+    assert [p.name for p in (tmp_path / "a").iterdir()] == [files.name]
+    assert [list((tmp_path / kind).iterdir()) for kind in ("b", "c")] == [[], []]
+
+
 def test_partition_folders_and_indexed_columns():
     assert delta_files.partition_folder({"day": 3}) == "day=3"
     assert delta_files.partition_folder({"day": None}) == "day=__HIVE_DEFAULT_PARTITION__"

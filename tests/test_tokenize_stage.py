@@ -177,3 +177,32 @@ def test_spark_writer_makes_the_same_tables(spark, lake, tables, monkeypatch):
     by_key = lambda rows, key: sorted(rows, key=lambda r: r[key])  # noqa: E731
     assert by_key([r.asDict() for r in read_table(spark, root, "gold.token_sequences").collect()], "seq_id") == by_key(seqs, "seq_id")
     assert by_key([r.asDict() for r in read_table(spark, root, "gold.document_tokens").collect()], "doc_id") == by_key(docs, "doc_id")
+
+
+def test_a_failed_commit_leaves_no_uncommitted_file(spark, lake, tables, monkeypatch):
+    """When the second table's commit fails, the first stays committed and the files the tasks
+    wrote for the second are removed (never referenced by its log, they would stay for good)."""
+    import json
+    from pathlib import Path
+
+    from pipelines.runner import run_pipeline
+    from pipelines.tables import Lake
+    from schemas.catalog import GOLD_DOCUMENT_TOKENS
+
+    root, _ = lake
+    commit_files = Lake.commit_files
+
+    def failing(self, spec, *args, **kwargs):
+        if spec is GOLD_DOCUMENT_TOKENS:
+            raise OSError("disk full")
+        return commit_files(self, spec, *args, **kwargs)
+
+    monkeypatch.setattr(Lake, "commit_files", failing)
+    with pytest.raises(Exception, match="disk full"):
+        run_pipeline(lake_config(root, *SETTINGS), stages=("tokenize",))
+    for table in ("gold/token_sequences", "gold/document_tokens"):
+        folder = Path(root) / table
+        added = {json.loads(line)["add"]["path"] for log in (folder / "_delta_log").glob("*.json")
+                 for line in log.read_text().splitlines() if '"add"' in line}
+        files = {str(p.relative_to(folder)) for p in folder.rglob("*.parquet") if "_delta_log" not in p.parts}
+        assert files and files <= added, f"{table}: files no commit names: {sorted(files - added)}"

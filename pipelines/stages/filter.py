@@ -18,7 +18,6 @@ each rule, and the PII replacements.
 from __future__ import annotations
 
 import json
-import os
 from functools import partial
 
 import pyarrow as pa
@@ -237,17 +236,10 @@ def _write_with_deltalake(lake, docs, params: FilterParams, roots: dict[str, str
     details = [json.loads(r.detail) for r in rows]
     adds = {kind: [delta_files.DataFile.from_json(d["adds"][kind]) for d in details if kind in d["adds"]]
             for kind in OUTPUTS}
-    pending = set(OUTPUTS)
-    try:
+    with delta_files.Uncommitted(roots, adds) as written:
         for kind, spec in OUTPUTS.items():
-            lake.commit_files(spec, adds[kind], delta_files.files_in(roots[kind]).to_pylist(), operation="filter")
-            pending.discard(kind)
-    finally:
-        for kind in pending:
-            for add in adds[kind]:
-                path = os.path.join(roots[kind], add.path)
-                if os.path.exists(path):
-                    os.remove(path)
+            if lake.commit_files(spec, adds[kind], delta_files.files_in(roots[kind]).to_pylist(), operation="filter"):
+                written.committed(kind)
     groups: Groups = {}
     by_rule: ByRule = {}
     for d in details:

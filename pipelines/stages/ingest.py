@@ -194,8 +194,7 @@ def _ingest_with_deltalake(ctx: StageContext, files: list[str], limits: IngestLi
     summaries = {r.source_file: json.loads(r.detail) for r in rows}
     adds = {kind: [delta_files.DataFile.from_json(s["adds"][kind]) for s in summaries.values() if kind in s["adds"]]
             for kind in OUTPUTS}
-    orphans = [f"{roots[kind]}/{a.path}" for kind in OUTPUTS for a in adds[kind]]
-    try:
+    with delta_files.Uncommitted(roots, adds) as written:  # the Spark fallback leaves them all to remove
         doc_files = [f"{roots['documents']}/{a.path}" for a in adds["documents"]]
         ids = pq.read_table(doc_files, columns=["doc_id"]).column("doc_id") if doc_files else pa.chunked_array([], pa.string())
         repeated = len(ids) - pc.count_distinct(ids).as_py()
@@ -213,7 +212,7 @@ def _ingest_with_deltalake(ctx: StageContext, files: list[str], limits: IngestLi
         if all(r is not None for r in replaced.values()):
             for kind, spec in OUTPUTS.items():
                 if lake.commit_files(spec, adds[kind], replaced[kind], operation="ingest"):
-                    orphans = [o for o in orphans if not o.startswith(f"{roots[kind]}/")]
+                    written.committed(kind)
         else:
             in_batch = f"source_file IN ({sql_list(files)})"
             read = lambda kind: (spark.read.schema(OUTPUTS[kind].schema).parquet(*[f"{roots[kind]}/{a.path}" for a in adds[kind]])  # noqa: E731
@@ -221,10 +220,6 @@ def _ingest_with_deltalake(ctx: StageContext, files: list[str], limits: IngestLi
             run_together((lake.replace_where, BRONZE_DOCUMENTS, read("documents"), in_batch),
                          (lake.replace_where, BRONZE_QUARANTINE, read("quarantine"), in_batch))
         quality.record_results(ctx, audited)
-    finally:
-        for path in orphans:
-            if os.path.exists(path):
-                os.remove(path)
     return summaries
 
 

@@ -83,13 +83,17 @@ def _pack_to_files(batches, *, params: PackParams, roots: dict[str, str], stats:
 
 def _write_with_deltalake(lake, grouped, params: PackParams, roots: dict[str, str]) -> dict[str, int]:
     """Tasks write both tables' files; the driver replaces each table's files with them in one
-    deltalake commit (no row passes through the JVM, nothing is read back)."""
+    deltalake commit (no row passes through the JVM, nothing is read back). Written files no
+    commit names are removed if a commit fails."""
     stats = {kind: lake.stats_columns(spec) for kind, spec in OUTPUTS.items()}
     rows = grouped.mapInArrow(partial(_pack_to_files, params=params, roots=roots, stats=stats), "detail string").collect()
     details = [json.loads(r.detail) for r in rows]
-    for kind, spec in OUTPUTS.items():
-        adds = [delta_files.DataFile.from_json(d["adds"][kind]) for d in details if kind in d["adds"]]
-        lake.commit_files(spec, adds, delta_files.files_in(roots[kind]).to_pylist(), operation="tokenize")
+    adds = {kind: [delta_files.DataFile.from_json(d["adds"][kind]) for d in details if kind in d["adds"]]
+            for kind in OUTPUTS}
+    with delta_files.Uncommitted(roots, adds) as written:
+        for kind, spec in OUTPUTS.items():
+            if lake.commit_files(spec, adds[kind], delta_files.files_in(roots[kind]).to_pylist(), operation="tokenize"):
+                written.committed(kind)
     return {key: sum(d["counts"][key] for d in details) for key in COUNTS}
 
 
