@@ -23,7 +23,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 
@@ -147,6 +147,13 @@ class PartFiles:
         the columns its statistics cover."""
         return {kind: describe(self.roots[kind], self.name, {}, stats_columns[kind]).to_json()
                 for kind, done in self.written.items() if done}
+
+
+def task_adds(details: Iterable[Mapping], kinds: Iterable[str]) -> dict[str, list[DataFile]]:
+    """``{kind: [DataFile]}`` from tasks' reports, each with ``"adds"``: ``{kind: DataFile JSON}``
+    (what :meth:`PartFiles.adds` gave the task)."""
+    details = list(details)
+    return {kind: [DataFile.from_json(d["adds"][kind]) for d in details if kind in d["adds"]] for kind in kinds}
 
 
 class Uncommitted:

@@ -12,6 +12,7 @@ Unity Catalog) it is ``<catalog>.<schema>.<layer>_<name>``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -186,6 +187,17 @@ class Lake:
         see :func:`pipelines.delta_files.commit` (False: nothing committed)."""
         return delta_files.commit(self.location(spec), delta_schema_json(spec), spec.partition_by, adds, removes,
                                   txn=txn, configuration=dict(spec.properties), operation=operation)
+
+    def replace_with_files(self, outputs: Mapping[str, TableSpec], roots: Mapping[str, str],
+                           adds: Mapping[str, list[delta_files.DataFile]], *, operation: str) -> None:
+        """Replace all rows of each table in ``outputs`` (``{kind: spec}``) with the files tasks
+        wrote into its folder ``roots[kind]`` (``adds[kind]``), one deltalake commit per table, in
+        order. If a commit raises, the files of that table and of the tables after it are removed
+        (:class:`~pipelines.delta_files.Uncommitted`) and the error goes on."""
+        with delta_files.Uncommitted(roots, adds) as written:
+            for kind, spec in outputs.items():
+                if self.commit_files(spec, adds[kind], delta_files.files_in(roots[kind]).to_pylist(), operation=operation):
+                    written.committed(kind)
 
     def append_rows(self, spec: TableSpec, rows: list[tuple]) -> None:
         """Append a few rows (tuples in ``spec``'s column order), as :meth:`append`.

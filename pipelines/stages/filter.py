@@ -234,12 +234,7 @@ def _write_with_deltalake(lake, docs, params: FilterParams, roots: dict[str, str
     rows = docs.mapInArrow(partial(_filter_to_files, params=params, roots=roots, stats=stats),
                            "detail string").collect()
     details = [json.loads(r.detail) for r in rows]
-    adds = {kind: [delta_files.DataFile.from_json(d["adds"][kind]) for d in details if kind in d["adds"]]
-            for kind in OUTPUTS}
-    with delta_files.Uncommitted(roots, adds) as written:
-        for kind, spec in OUTPUTS.items():
-            if lake.commit_files(spec, adds[kind], delta_files.files_in(roots[kind]).to_pylist(), operation="filter"):
-                written.committed(kind)
+    lake.replace_with_files(OUTPUTS, roots, delta_files.task_adds(details, OUTPUTS), operation="filter")
     groups: Groups = {}
     by_rule: ByRule = {}
     for d in details:

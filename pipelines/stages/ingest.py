@@ -192,8 +192,7 @@ def _ingest_with_deltalake(ctx: StageContext, files: list[str], limits: IngestLi
     task = partial(_write_partition, limits=limits, roots=roots, stats=stats)
     rows = _one_task_per_file(spark, files).mapInArrow(task, "source_file string, detail string").collect()
     summaries = {r.source_file: json.loads(r.detail) for r in rows}
-    adds = {kind: [delta_files.DataFile.from_json(s["adds"][kind]) for s in summaries.values() if kind in s["adds"]]
-            for kind in OUTPUTS}
+    adds = delta_files.task_adds(summaries.values(), OUTPUTS)
     with delta_files.Uncommitted(roots, adds) as written:  # the Spark fallback leaves them all to remove
         doc_files = [f"{roots['documents']}/{a.path}" for a in adds["documents"]]
         ids = pq.read_table(doc_files, columns=["doc_id"]).column("doc_id") if doc_files else pa.chunked_array([], pa.string())

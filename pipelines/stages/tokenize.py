@@ -88,12 +88,7 @@ def _write_with_deltalake(lake, grouped, params: PackParams, roots: dict[str, st
     stats = {kind: lake.stats_columns(spec) for kind, spec in OUTPUTS.items()}
     rows = grouped.mapInArrow(partial(_pack_to_files, params=params, roots=roots, stats=stats), "detail string").collect()
     details = [json.loads(r.detail) for r in rows]
-    adds = {kind: [delta_files.DataFile.from_json(d["adds"][kind]) for d in details if kind in d["adds"]]
-            for kind in OUTPUTS}
-    with delta_files.Uncommitted(roots, adds) as written:
-        for kind, spec in OUTPUTS.items():
-            if lake.commit_files(spec, adds[kind], delta_files.files_in(roots[kind]).to_pylist(), operation="tokenize"):
-                written.committed(kind)
+    lake.replace_with_files(OUTPUTS, roots, delta_files.task_adds(details, OUTPUTS), operation="tokenize")
     return {key: sum(d["counts"][key] for d in details) for key in COUNTS}
 
 
