@@ -60,7 +60,10 @@ class IngestConfig(_Strict):
     max_payload_bytes: int = Field(10 * 1024 * 1024, gt=0)
     max_text_chars: int = Field(1_000_000, gt=0)
     min_text_chars: int = Field(1, ge=0)
-    html_content_types: list[str] = Field(default_factory=lambda: ["text/html"])
+    html_content_types: list[str] = Field(default_factory=lambda: ["text/html", "application/xhtml+xml"])
+    generic_content_types: list[str] = Field(default_factory=lambda: [
+        "application/octet-stream", "binary/octet-stream", "application/unknown", "unknown/unknown", "text/plain",
+        "*/*", "application/x-unknown-content-type"])
     progress: bool = True
 
 

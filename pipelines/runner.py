@@ -15,6 +15,7 @@ from pipelines.session import get_spark
 from pipelines.stage import StageContext, StageResult
 from pipelines.stages import dedup, embed, filter as filter_stage, index, ingest, tokenize
 from pipelines.tables import Lake
+from schemas.catalog import ALL_TABLES
 
 STAGES = ("ingest", "dedup", "filter", "tokenize", "embed", "index")
 _RUNNERS = {"dedup": dedup.run, "filter": filter_stage.run, "tokenize": tokenize.run, "embed": embed.run,
@@ -50,8 +51,8 @@ def run_pipeline(cfg: Config, stages: tuple[str, ...] = STAGES, console: Console
         raise ValueError(f"unknown stage(s) {unknown}; stages are {', '.join(STAGES)}")
     inputs = ingest.resolve_inputs(ingest_inputs(cfg), cfg.ingest.paths_prefix) if "ingest" in stages else []
     console = console or Console()
-    spark = get_spark(cfg.spark)
-    ctx = StageContext(spark=spark, cfg=cfg, lake=Lake(spark, cfg.lake), run_id=ledger.new_run_id())
+    ctx = _context(cfg)
+    spark = ctx.spark
     runs: list[ledger.StageRun] = []
     for stage in (s for s in STAGES if s in stages):
         started, t0 = datetime.now(timezone.utc), time.perf_counter()
@@ -71,13 +72,22 @@ def run_pipeline(cfg: Config, stages: tuple[str, ...] = STAGES, console: Console
     return runs
 
 
+def _context(cfg: Config) -> StageContext:
+    """A run's context; the lake's existing tables first get the columns this version's catalog
+    added (:meth:`~pipelines.tables.Lake.add_missing_columns`)."""
+    spark = get_spark(cfg.spark)
+    lake = Lake(spark, cfg.lake)
+    for spec in ALL_TABLES:
+        lake.add_missing_columns(spec)
+    return StageContext(spark=spark, cfg=cfg, lake=lake, run_id=ledger.new_run_id())
+
+
 def run_recorded(cfg: Config, stage: str, body, console: Console | None = None) -> ledger.StageRun:
     """Run ``body(ctx)`` (returning a StageResult) as one stage outside the pipeline order: record
     it in ``ops.runs`` and print the summary. Re-raises the stage's exception after recording the
     failed run."""
     console = console or Console()
-    spark = get_spark(cfg.spark)
-    ctx = StageContext(spark=spark, cfg=cfg, lake=Lake(spark, cfg.lake), run_id=ledger.new_run_id())
+    ctx = _context(cfg)
     started, t0 = datetime.now(timezone.utc), time.perf_counter()
     try:
         result = body(ctx)

@@ -93,6 +93,34 @@ class Lake:
             return None
         return int(self._delta(spec).history(1).select("version").first()[0])
 
+    def add_missing_columns(self, spec: TableSpec) -> list[str]:
+        """Add the catalog's columns that an existing table lacks (a lake written by an earlier
+        crawlake), each at its catalog position (``ALTER TABLE ... ADD COLUMNS (c t AFTER p)``),
+        so that readers and both writers see the catalog's schema; returns the added names. Only
+        nullable columns can be added to rows already written: a missing NOT NULL column raises
+        ValueError naming the table and column. A missing table is left alone."""
+        if not self.exists(spec):
+            return []
+        local = delta_files.local_path(self.location(spec)) if self.cfg.mode == "path" else None
+        if local is not None:
+            from deltalake import DeltaTable as RustTable
+
+            have = {f.name for f in RustTable(local).schema().fields}
+        else:
+            have = set(self.read(spec).columns)
+        missing = [(i, f) for i, f in enumerate(spec.schema.fields) if f.name not in have]
+        if not missing:
+            return []
+        required = [f.name for _, f in missing if not f.nullable]
+        if required:
+            raise ValueError(f"{spec.qualified_name} at {self.location(spec)} lacks NOT NULL column(s) {required}: "
+                             "rows already written cannot have them; rebuild the table")
+        target = f"delta.`{self.location(spec)}`" if self.cfg.mode == "path" else self.location(spec)
+        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()} " + (
+            f"AFTER `{spec.schema.fields[i - 1].name}`" if i else "FIRST") for i, f in missing)
+        self.spark.sql(f"ALTER TABLE {target} ADD COLUMNS ({columns})")
+        return [f.name for _, f in missing]
+
     # -- writes ---------------------------------------------------------------------------------
     @staticmethod
     def conform(spec: TableSpec, df: DataFrame) -> DataFrame:

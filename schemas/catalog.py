@@ -69,7 +69,8 @@ BRONZE_DOCUMENTS = TableSpec(
         ("warc_record_id", _STR, False),
         ("warc_type", _STR, False),       # response | conversion
         ("http_status", _INT, True),      # null for WET conversion records
-        ("content_type", _STR, True),
+        ("content_type", _STR, True),     # as declared (HTTP, or WARC for resource records), no parameters
+        ("content_type_source", _STR, True),  # declared | sniffed (absent or generic type: HTML by its bytes)
         ("content_language", _STR, True),  # HTTP Content-Language
         ("last_modified", _STR, True),    # HTTP Last-Modified, as sent
         ("payload_digest", _STR, True),   # WARC-Payload-Digest
@@ -277,6 +278,9 @@ OPS_INGEST_LOG = TableSpec(
         ("quarantined", _LONG, False),
         ("skipped", _LONG, False),        # records skipped by type (request, metadata, ...)
         ("committed_at", _TS, False),
+        # records read; = documents + skipped + quarantined less the file's damage rows (corrupt_file, ...)
+        ("records", _LONG, True),
+        ("duplicates", _LONG, True),      # of the quarantined: duplicate_record (another copy is kept)
     ),
     keys=("source_file",),
     description="Which source files ingest has committed, so re-runs skip them.",

@@ -4,12 +4,15 @@ Parsing is fastwarc's (WARC 1.0/1.1 and the older 0.17/0.18, gzip-per-record or 
 extraction resiliparse's ``extract_plain_text(main_content=True)``. Every record of a file ends in
 exactly one place:
 
-* ``document``: a ``response`` with an HTML payload and non-empty extracted text, or a WET
-  ``conversion`` record;
+* ``document``: a ``response`` or ``resource`` with an HTML payload and non-empty extracted text,
+  or a WET ``conversion`` record. HTML is what ``Content-Type`` declares, or, when it is absent or
+  generic (``application/octet-stream``, ``text/plain``, ...), what the payload's first bytes say
+  (:mod:`pipelines.kernels.mime`, WHATWG MIME sniffing); ``content_type_source`` records which;
 * ``quarantine``: a record that could not become a document, with ``reason`` (see ``REASONS``),
   the source file and the record's byte offset; damage to the file itself (truncated gzip, a
   non-WARC file, a length that lies) is one quarantine row at the offset where reading stopped,
-  and the records before it are kept;
+  and the records before it are kept; a record whose ``doc_id`` appeared earlier in the same file
+  is a ``duplicate_record`` naming the offset of the kept (first) copy;
 * skipped: ``request``, ``metadata``, ``warcinfo``, ``revisit``, ``dns:`` responses and the like,
   counted by type in the file's ``summary`` row.
 
@@ -37,11 +40,12 @@ from fastwarc.warc import ArchiveIterator, WarcRecordType
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.encoding import bytes_to_str, detect_encoding
 
-from pipelines.kernels import urls
+from pipelines.kernels import mime, urls
 
 REASONS = {
     "empty_text": "HTML page with no extractable main text",
-    "non_html_payload": "HTTP response whose content type is not HTML (image, PDF, script, ...)",
+    "non_html_payload": "response or resource whose payload is not HTML (image, PDF, script, ...), declared or sniffed",
+    "duplicate_record": "a record whose doc_id another file (or an earlier offset) already holds: the kept copy is named",
     "payload_too_large": "HTTP payload over ingest.max_payload_bytes",
     "text_too_long": "extracted text over ingest.max_text_chars",
     "no_http_headers": "response record whose HTTP header block could not be parsed",
@@ -66,6 +70,7 @@ ROW_SCHEMA = pa.schema([
     ("warc_type", pa.string()),
     ("http_status", pa.int32()),
     ("content_type", pa.string()),
+    ("content_type_source", pa.string()),
     ("content_language", pa.string()),
     ("last_modified", pa.string()),
     ("payload_digest", pa.string()),
@@ -88,7 +93,8 @@ class IngestLimits:
     max_payload_bytes: int = 10 * 1024 * 1024
     max_text_chars: int = 1_000_000
     min_text_chars: int = 1
-    html_content_types: tuple[str, ...] = ("text/html", "application/xhtml+xml")
+    html_content_types: tuple[str, ...] = mime.HTML_CONTENT_TYPES
+    generic_content_types: tuple[str, ...] = mime.GENERIC_CONTENT_TYPES
     extractor: str = "resiliparse"   # resiliparse | trafilatura
 
 
@@ -192,6 +198,18 @@ def _with_url_columns(row: dict) -> dict:
     return row
 
 
+#: Columns a quarantine row keeps of a document row (``bronze.quarantine``'s).
+_QUARANTINE_KEYS = ("source_file", "warc_filename", "record_offset", "warc_record_id", "url")
+#: Quarantine reasons that stand for damage to a file, not for one of its records: a file's
+#: records add up to its documents, skipped records and its other quarantine rows.
+FILE_DAMAGE_REASONS = ("corrupt_file", "empty_file", "unreadable_file")
+
+
+def duplicate_detail(kept_file: str, kept_offset: int) -> str:
+    """The ``detail`` of a ``duplicate_record`` quarantine row: where the kept copy is."""
+    return f"kept copy: {kept_file} at offset {kept_offset}"
+
+
 def _quarantine(row: dict, reason: str, detail: str | None = None) -> dict:
     return {**row, "kind": "quarantine", "reason": reason, "detail": detail}
 
@@ -217,20 +235,37 @@ def _response_row(row: dict, record, limits: IngestLimits) -> dict | None:
     if http is None:
         return _quarantine(row, "no_http_headers")
     row["http_status"] = int(http.status_code) if http.status_code else None
-    ctype = (record.http_content_type or "").lower() or None
-    row["content_type"] = ctype
+    row["content_type"] = mime.essence(record.http_content_type)
     row["content_language"] = http.get("Content-Language")
     row["last_modified"] = http.get("Last-Modified")
+    return _html_row(row, record, record.http_charset, limits)
+
+
+def _html_row(row: dict, record, charset: str | None, limits: IngestLimits) -> dict:
+    """Read the payload; HTML (declared or sniffed) becomes a document, anything else is quarantined."""
     payload, problem = _read_payload(record, limits)
     if problem:
         return _quarantine(row, *problem)
     row["payload_bytes"] = len(payload)
-    if ctype not in limits.html_content_types:
-        return _quarantine(row, "non_html_payload", ctype)
-    html, charset = decode_html(payload, record.http_charset)
+    found = mime.payload_type(row["content_type"], payload, limits.html_content_types, limits.generic_content_types)
+    row["content_type_source"] = found.source
+    if not found.is_html:
+        detail = found.mime if found.source == "declared" else f"{found.mime} (sniffed; declared {row['content_type'] or 'none'})"
+        return _quarantine(row, "non_html_payload", detail)
+    html, charset = decode_html(payload, charset)
     row["charset"] = charset
     row["extraction"] = _extractor_version(limits.extractor)
     return _text_row(row, extract_text(html, limits.extractor), limits)
+
+
+def _resource_row(row: dict, record, limits: IngestLimits) -> dict:
+    """A WARC ``resource`` record (no HTTP header; the WARC ``Content-Type`` describes the block):
+    HTML becomes a document as a response's would."""
+    _with_url_columns(row)
+    declared = record.headers.get("Content-Type")
+    row["content_type"] = mime.essence(declared)
+    charset = re.search(r"charset\s*=\s*\"?([^\s;\"]+)", declared or "", re.IGNORECASE)
+    return _html_row(row, record, charset.group(1) if charset else None, limits)
 
 
 def _text_row(row: dict, text: str, limits: IngestLimits) -> dict:
@@ -250,13 +285,15 @@ def _conversion_row(row: dict, record, limits: IngestLimits) -> dict:
     if problem:
         return _quarantine(row, *problem)
     row.update(payload_bytes=len(payload), charset="utf-8", extraction="wet",
-               content_type=record.headers.get("Content-Type") or "text/plain")
+               content_type=mime.essence(record.headers.get("Content-Type")) or "text/plain",
+               content_type_source="declared")
     return _text_row(row, payload.decode("utf-8", errors="replace"), limits)
 
 
 def parse_warc_stream(stream, source_file: str, limits: IngestLimits = IngestLimits()) -> FileResult:
     """Parse one WARC/WET byte stream (gzip or plain) into rows. Never raises on bad input."""
     result = FileResult()
+    seen: dict[str, int] = {}   # doc_id -> offset of its first record in this file
     last_end = 0
     name = os.path.basename(source_file.rstrip("/"))
     found = _CC_CRAWL.search(name)
@@ -280,11 +317,18 @@ def parse_warc_stream(stream, source_file: str, limits: IngestLimits = IngestLim
                         continue
                 elif rtype == WarcRecordType.conversion:
                     out = _conversion_row(row, record, limits)
+                elif rtype == WarcRecordType.resource:
+                    out = _resource_row(row, record, limits)
                 else:
                     result.skipped[str(rtype)] += 1
                     continue
             except Exception as exc:  # one bad record must not stop the file
                 out = _quarantine(row, "record_error", f"{type(exc).__name__}: {exc}"[:500])
+            if out["kind"] == "document":
+                first = seen.setdefault(out["doc_id"], out["record_offset"])
+                if first != out["record_offset"]:   # the same record id twice in one file
+                    out = _quarantine({k: v for k, v in out.items() if k in _QUARANTINE_KEYS}, "duplicate_record",
+                                      duplicate_detail(source_file, first))
             result.rows.append(out)
             last_end = record.stream_pos
     except Exception as exc:  # damage in the container itself: keep what came before
@@ -364,12 +408,21 @@ def parse_warc_file(path: str, limits: IngestLimits = IngestLimits()) -> FileRes
 
 
 def summary_row(path: str, result: FileResult) -> dict:
+    """The file's ``summary`` row; its ``detail`` (JSON) accounts for every record:
+    ``records == documents + sum(skipped.values()) + sum(quarantined_by_reason.values())``, where
+    ``quarantined_by_reason`` counts record quarantine rows and ``damage`` the file's
+    :data:`FILE_DAMAGE_REASONS` rows (``quarantined`` = both); ``content_type_source`` counts
+    documents by ``declared``/``sniffed``."""
     kinds = Counter(r["kind"] for r in result.rows)
+    reasons = Counter(r["reason"] for r in result.rows if r["kind"] == "quarantine")
+    damage = {reason: reasons.pop(reason) for reason in FILE_DAMAGE_REASONS if reason in reasons}
+    sources = Counter(r.get("content_type_source") for r in result.rows if r["kind"] == "document")
     return {"kind": "summary", "source_file": path, "record_offset": -1,
             "detail": json.dumps({"records": result.records, "documents": kinds["document"],
                                   "quarantined": kinds["quarantine"], "skipped": dict(result.skipped),
-                                  "quarantined_by_reason": dict(Counter(r["reason"] for r in result.rows
-                                                                        if r["kind"] == "quarantine")),
+                                  "quarantined_by_reason": dict(reasons), "damage": damage,
+                                  "duplicates": reasons.get("duplicate_record", 0),
+                                  "content_type_source": dict(sources),
                                   "bytes": result.bytes_read, "sha256": result.sha256}, sort_keys=True)}
 
 
