@@ -10,7 +10,7 @@ LAKE ?= lake
 # pip keeps its download cache (torch is large) in the user's cache dir between virtualenvs.
 PIP := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: setup run test jars clean distclean
+.PHONY: setup run test test-fast jars clean distclean
 
 setup: $(STAMPS)/venv $(STAMPS)/jars
 
@@ -37,6 +37,10 @@ run: setup
 
 test: setup
 	$(PY) -m pytest
+
+# the unit tier: kernels, config, schemas, lake metadata, loaders, bundle; no JVM
+test-fast: $(STAMPS)/venv
+	$(PY) -m pytest tests/unit
 
 clean:
 	rm -rf $(LAKE) spark-warehouse metastore_db derby.log

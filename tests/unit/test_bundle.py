@@ -18,7 +18,7 @@ import pytest
 import yaml
 from databricks.sdk.service.jobs import JobSettings
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 BUNDLE_FILE = ROOT / "databricks.yml"
 STAGES = ["ingest", "dedup", "filter", "tokenize", "embed", "index"]
 STAGE_JOBS = {f"crawlake_{s}": s for s in STAGES}

@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader
 from pipelines.loaders import IGNORE_INDEX, DeltaLoader, DeltaRowDataset, TokenSequenceDataset
 from pipelines.loaders.base import delivered_per_worker
 
-REPO = Path(__file__).resolve().parent.parent
+from conftest import REPO
 ROWS, WIDTH, PAD = 101, 9, 0
 
 

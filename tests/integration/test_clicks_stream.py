@@ -27,7 +27,7 @@ from pipelines.clicks import stream
 from pipelines.clicks.generate import generate
 from pipelines.tables import Lake
 from tests.conftest import REPO, lake_config, read_table
-from tests.test_clicks_ingest import assert_exactly
+from tests.integration.test_clicks_ingest import assert_exactly
 
 pytestmark = pytest.mark.slow
 

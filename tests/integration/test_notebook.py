@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 NOTEBOOK = ROOT / "notebooks" / "explore_tables.py"
 TABLES = [
     "bronze.documents", "bronze.quarantine", "silver.documents_dedup", "silver.duplicate_clusters",
@@ -23,7 +23,7 @@ def _load_runner():
     # tests/ is not a package: load the sibling module by path, whatever pytest's import mode.
     name = "crawlake_tests_notebook_runner"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("notebook_runner.py"))
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).parent.parent / "notebook_runner.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)

@@ -1,0 +1,105 @@
+"""The embedding kernel on CPU (no Spark): batching, chunking, vectors against
+sentence-transformers' ``encode``, model revisions, bad models."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from conftest import real_file
+
+from pipelines.kernels.embed import (EmbedParams, ModelRef, chunk_documents, embed_batch, load_model, plan_batches,
+                                     resolve_model)
+
+CPU = EmbedParams(device="cpu")
+
+
+# -- kernel ----------------------------------------------------------------------------------------
+
+def test_plan_batches_covers_every_row_once_within_the_token_budget():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 300, size=1000)
+    batches = plan_batches(lengths, 4096, 64)
+    flat = np.concatenate(batches)
+    assert sorted(flat.tolist()) == list(range(1000))
+    for b in batches:
+        assert len(b) <= 64
+        assert len(b) == 1 or len(b) * lengths[b].max() <= 4096
+    assert [lengths[b].max() for b in batches] == sorted((lengths[b].max() for b in batches), reverse=True)
+    assert len(plan_batches(np.array([10_000]), 512, 8)) == 1  # an over-long row is its own batch
+
+
+def test_chunks_cover_the_text_in_overlapping_windows_of_at_most_the_model_length():
+    text = " ".join(f"word{i}" for i in range(2000))
+    params = EmbedParams(device="cpu", max_chunk_tokens=100, overlap=20)
+    doc_index, spans = chunk_documents([text, "", "short text"], params)
+    assert set(doc_index.tolist()) == {0, 2}  # an empty text has no chunks
+    first = [s for d, s in zip(doc_index, spans) if d == 0]
+    assert first[0][0] == 0 and first[-1][1] == len(text)
+    assert all(n <= 100 for _, _, n in first)
+    assert all(b[0] < a[1] for a, b in zip(first, first[1:]))  # consecutive windows overlap
+    tok = load_model("default", "cpu", "auto").tokenizer
+    for s, e, n in first:  # the window's text re-tokenizes to its token count (give or take a split word)
+        assert abs(len(tok(text[s:e], add_special_tokens=False)["input_ids"]) - n) <= 2
+
+
+def test_overlap_not_smaller_than_window_is_an_error():
+    with pytest.raises(ValueError, match="overlap"):
+        chunk_documents(["some text " * 50], EmbedParams(device="cpu", max_chunk_tokens=16, overlap=16))
+
+
+def test_embed_batch_rows_match_sentence_transformers_on_real_pages():
+    from pipelines.kernels.warc import parse_warc_file
+
+    rows = [r for r in parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz")).rows if r["kind"] == "document"][:5]
+    batch = pa.RecordBatch.from_pydict({"doc_id": [r["doc_id"] for r in rows], "text": [r["text"] for r in rows]})
+    out = embed_batch(batch, CPU).to_pydict()
+    texts = {r["doc_id"]: r["text"] for r in rows}
+    chunks = [texts[d][s:e] for d, s, e in zip(out["doc_id"], out["char_start"], out["char_end"])]
+    want = load_model("default", "cpu", "auto").encode(chunks, normalize_embeddings=True, batch_size=32)
+    got = np.asarray(out["vector"], np.float32)
+    assert got.shape == want.shape and got.shape[1] == 384
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    for d in set(out["doc_id"]):  # chunk ids count from 0 per document
+        ids = [c for doc, c in zip(out["doc_id"], out["chunk_id"]) if doc == d]
+        assert ids == list(range(len(ids)))
+    assert set(out["model"]) == {"sentence-transformers/all-MiniLM-L6-v2"}
+    assert set(out["model_revision"]) == {resolve_model("default").revision}
+
+
+def test_model_revision_follows_the_weights(tmp_path):
+    ref = resolve_model("default")
+    copy = tmp_path / "minilm"
+    shutil.copytree(ref.source, copy)
+    assert resolve_model(str(copy)) == ModelRef(str(copy), str(copy), ref.revision)
+    (copy / "config.json").write_text((copy / "config.json").read_text() + "\n")
+    from pipelines.kernels.embed import _folder_digest
+
+    _folder_digest.cache_clear()
+    assert resolve_model(str(copy)).revision != ref.revision
+    with pytest.raises(FileNotFoundError):
+        resolve_model(str(tmp_path / "no-such-model"))
+
+
+def test_a_model_that_gives_nan_vectors_is_an_error(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from pipelines.kernels.embed import encode_chunks
+
+    broken = tmp_path / "broken-minilm"
+    shutil.copytree(resolve_model("default").source, broken)
+    weights = load_file(broken / "model.safetensors")
+    name = next(k for k in weights if k.endswith("output.dense.weight"))
+    weights[name][0, 0] = float("nan")  # one weight, as an fp16 overflow would leave it
+    save_file(weights, broken / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(FloatingPointError, match="2 of 2 embedding vectors are not finite"):
+        encode_chunks(["a first chunk", "a second chunk"], None, EmbedParams(model=str(broken), device="cpu"))
+
+
+def test_precision_other_than_fp32_on_cpu_is_an_error():
+    with pytest.raises(ValueError, match="GPU"):
+        load_model("default", "cpu", "fp16")
