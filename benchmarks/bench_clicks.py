@@ -69,7 +69,7 @@ def _context(spark, lake: Path, *overrides: str):
     from pipelines.config import load_config
     from pipelines.ledger import new_run_id
     from pipelines.stage import StageContext
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
 
     shutil.rmtree(lake, ignore_errors=True)
     cfg = load_config("local", [f"lake.root={lake}", *overrides])

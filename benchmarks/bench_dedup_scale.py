@@ -266,7 +266,7 @@ def _context(spark, root: Path, overrides: list[str]):
     from pipelines.config import load_config
     from pipelines.ledger import new_run_id
     from pipelines.stage import StageContext
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
 
     cfg = load_config("local", [f"lake.root={root}", *overrides])
     return StageContext(spark=spark, cfg=cfg, lake=Lake(spark, cfg.lake), run_id=new_run_id())

@@ -99,7 +99,7 @@ def main() -> None:
             from pipelines.session import get_spark
             from pipelines.stage import StageContext
             from pipelines.stages import filter as filter_stage
-            from pipelines.tables import Lake
+            from pipelines.lake import Lake
 
             spark = get_spark(cfg.spark)
             ctx = StageContext(spark=spark, cfg=cfg, lake=Lake(spark, cfg.lake), run_id=new_run_id())

@@ -96,7 +96,7 @@ def run_stages(spark, root: Path, warcs: list[Path]) -> dict[str, tuple[float, i
 
     from pipelines.config import load_config
     from pipelines.runner import run_pipeline
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
     from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DOCUMENTS_CLEAN, SILVER_DOCUMENTS_DEDUP
 
     shutil.rmtree(root, ignore_errors=True)

@@ -72,7 +72,7 @@ def main() -> None:
     from pipelines.session import get_spark
     from pipelines.stage import StageContext
     from pipelines.stages import tokenize
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
 
     texts = real_texts()
     cores = os.cpu_count() or 1

@@ -64,7 +64,7 @@ def explain(
     """Say whether a document was kept and, if not, which duplicate or filter removed it."""
     from pipelines.explain import explain as explain_doc
     from pipelines.session import get_spark
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
 
     cfg = _config(env, [f"lake.root={lake_root}"] if lake_root else [], conf_dir)
     result = explain_doc(Lake(get_spark(cfg.spark), cfg.lake), doc_id)

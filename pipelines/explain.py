@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import functions as F
 
-from pipelines.tables import Lake
+from pipelines.lake import Lake
 from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DOCUMENTS_CLEAN, SILVER_DUPLICATE_CLUSTERS, SILVER_FILTER_DECISIONS
 
 

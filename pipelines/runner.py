@@ -14,7 +14,7 @@ from pipelines.config import Config
 from pipelines.session import get_spark
 from pipelines.stage import StageContext, StageResult
 from pipelines.stages import dedup, embed, filter as filter_stage, index, ingest, tokenize
-from pipelines.tables import Lake
+from pipelines.lake import Lake
 from schemas.catalog import ALL_TABLES
 
 STAGES = ("ingest", "dedup", "filter", "tokenize", "embed", "index")
@@ -74,7 +74,7 @@ def run_pipeline(cfg: Config, stages: tuple[str, ...] = STAGES, console: Console
 
 def _context(cfg: Config) -> StageContext:
     """A run's context; the lake's existing tables first get the columns this version's catalog
-    added (:meth:`~pipelines.tables.Lake.add_missing_columns`)."""
+    added (:meth:`~pipelines.lake.Lake.add_missing_columns`)."""
     spark = get_spark(cfg.spark)
     lake = Lake(spark, cfg.lake)
     for spec in ALL_TABLES:

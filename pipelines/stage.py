@@ -14,7 +14,7 @@ from pyspark import inheritable_thread_target
 from pyspark.sql import SparkSession
 
 from pipelines.config import Config
-from pipelines.tables import Lake
+from pipelines.lake import Lake
 
 
 @dataclass

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from pipelines import quality
 from pipelines.kernels.clicks import CAT_COLUMNS, FIRST_VALUE_ID, INT_COLUMNS, LABEL, feature_batches
 from pipelines.stage import StageContext, StageResult
-from pipelines.tables import Lake
+from pipelines.lake import Lake
 from schemas.catalog import BRONZE_CLICKS, SILVER_CLICK_FEATURES, SILVER_CLICK_VOCAB, TableSpec
 
 STAGE = "clicks_features"

@@ -8,7 +8,7 @@ suite), then published, replacing the rows an earlier ingest of the same files l
 
 * ``clicks.commit: auto`` on a local path-mode lake: the files are written straight into the
   table's folder and committed, with the remove actions of the files they replace, as one Delta
-  transaction by deltalake (:mod:`pipelines.delta_files`); no row passes through the JVM. The
+  transaction by deltalake (:mod:`pipelines.lake.commits`); no row passes through the JVM. The
   replaced files are found by their ``row_key`` statistics (a key starts with its file's key);
   when an older file mixes sources (OPTIMIZE), the Spark path below is used instead.
 * otherwise (catalog mode, object stores, ``clicks.commit: spark``): the files go to
@@ -44,11 +44,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from pipelines import delta_files, quality
-from pipelines.delta_files import DataFile, describe, partition_folder
+from pipelines import quality
+from pipelines.lake import commits as delta_files
+from pipelines.lake.commits import DataFile, describe, partition_folder
 from pipelines.kernels.clicks import ParquetTarget, day_of, file_key, get_format, normalize_source, write_file
 from pipelines.stage import StageContext, StageResult, failpoint, run_together
-from pipelines.tables import Lake, arrow_schema, sql_list
+from pipelines.lake import Lake, arrow_schema, sql_list
 from schemas.catalog import BRONZE_CLICKS, BRONZE_CLICKS_QUARANTINE, OPS_CLICKS_INGEST_LOG, TableSpec
 
 

@@ -37,7 +37,7 @@ from pipelines.clicks.ingest import LogFile, ingest_files, mtime_seconds
 from pipelines.config import Config
 from pipelines.kernels.clicks import normalize_source
 from pipelines.stage import StageContext
-from pipelines.tables import Lake
+from pipelines.lake import Lake
 
 STAGE = "clicks_stream"
 QUERY_NAME = "crawlake_clicks_stream"

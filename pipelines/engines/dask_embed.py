@@ -34,7 +34,7 @@ KEYS = ("doc_id", "chunk_id", "model", "model_revision")
 
 
 def embed_with_dask(lake, params: EmbedParams, cfg) -> dict[str, int]:
-    """The stage's entry: ``lake`` a :class:`~pipelines.tables.Lake` in path mode, ``cfg`` an
+    """The stage's entry: ``lake`` a :class:`~pipelines.lake.Lake` in path mode, ``cfg`` an
     ``EmbedConfig``. Raises ValueError for a catalog-mode lake."""
     from schemas.catalog import GOLD_EMBEDDINGS, SILVER_DOCUMENTS_CLEAN
 

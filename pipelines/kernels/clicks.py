@@ -493,7 +493,7 @@ class _ParquetSink:
     """A :class:`~pipelines.delta_files.PartFile` of ``target``'s columns, constants filled in."""
 
     def __init__(self, target: ParquetTarget, constants: Mapping[str, pa.Scalar]):
-        from pipelines.delta_files import PartFile
+        from pipelines.lake.commits import PartFile
 
         self.columns, self.constants = target.columns, constants
         schema = pa.schema([pa.field(c, constants[c].type) if c in constants else ROW_SCHEMA.field(c)

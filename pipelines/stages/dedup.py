@@ -52,7 +52,7 @@ from pipelines.kernels.minhash import (
     text_hash,
 )
 from pipelines.stage import StageContext, StageResult
-from pipelines.tables import Lake
+from pipelines.lake import Lake
 from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DEDUP_INDEX, SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS
 
 OUTPUTS = (SILVER_DEDUP_INDEX, SILVER_DUPLICATE_CLUSTERS, SILVER_DOCUMENTS_DEDUP)

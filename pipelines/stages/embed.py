@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pipelines.config import EmbedConfig
 from pipelines.kernels.embed import EmbedParams, ModelRef, embed_batch, resolve_model
 from pipelines.stage import StageContext, StageResult
-from pipelines.tables import sql_string
+from pipelines.lake import sql_string
 from schemas.catalog import GOLD_EMBEDDINGS, SILVER_DOCUMENTS_CLEAN
 
 

@@ -7,7 +7,7 @@ From that one pass come both tables: the decisions, one row per document and rul
 
 On a local path-mode lake each task writes its share of both tables as Parquet files into the
 tables' folders and returns its counts; the driver replaces each table's files in one deltalake
-commit (:mod:`pipelines.delta_files`), so no row goes through the JVM or a cache. Elsewhere
+commit (:mod:`pipelines.lake.commits`), so no row goes through the JVM or a cache. Elsewhere
 (catalog mode, object stores) the pass is persisted and written twice by Spark's Delta writer.
 
 The run's notes give the preset and its steps, the funnel (documents and whitespace words left
@@ -34,7 +34,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from pipelines import delta_files
+from pipelines.lake import commits as delta_files
 from pipelines.config import ConfigError, FilterConfig
 from pipelines.kernels.filters import (
     C4Params,
@@ -54,7 +54,7 @@ from pipelines.kernels.filters import (
 )
 from pipelines.kernels.filters.presets import PRESETS
 from pipelines.stage import StageContext, StageResult, run_together
-from pipelines.tables import arrow_schema
+from pipelines.lake import arrow_schema
 from schemas.catalog import SILVER_DOCUMENTS_CLEAN, SILVER_DOCUMENTS_DEDUP, SILVER_FILTER_DECISIONS
 
 

@@ -10,7 +10,7 @@ rows, then record them in ``ops.ingest_log`` with size, mtime and sha256. On a l
 lake each task writes its file's documents and quarantine rows as Parquet files straight into the
 tables' folders (named by the file's source key) and runs the ``bronze.documents`` suite on them;
 the driver checks doc_id uniqueness across files, then commits each table with deltalake, the
-files' earlier row files removed in the same commit (:mod:`pipelines.delta_files`). Elsewhere
+files' earlier row files removed in the same commit (:mod:`pipelines.lake.commits`). Elsewhere
 (catalog mode, object stores), or when an earlier row file mixes sources (OPTIMIZE), Spark's
 Delta writer publishes with ``replaceWhere`` on ``source_file``. A file whose size and mtime match its log entry is skipped; a changed file is
 read again and its rows replaced. A run killed anywhere therefore ends, after a re-run, with each
@@ -37,11 +37,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from rich.console import Console
 
-from pipelines import delta_files, quality
+from pipelines import quality
+from pipelines.lake import commits as delta_files
 from pipelines.config import IngestConfig
 from pipelines.kernels.warc import ROW_SCHEMA, IngestLimits, duplicate_detail, parse_files_to_batches
 from pipelines.stage import StageContext, StageResult, run_together
-from pipelines.tables import arrow_schema, sql_list
+from pipelines.lake import arrow_schema, sql_list
 from schemas.catalog import BRONZE_DOCUMENTS, BRONZE_QUARANTINE, OPS_INGEST_LOG
 
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".warc.wet.gz", ".arc.gz")

@@ -7,7 +7,7 @@ on every run and no data passes through the driver. Each task also derives its d
 ``gold.document_tokens`` rows from the sequences it packed (:func:`document_rows`), so every
 document is tokenized once. On a local path-mode lake the tasks write both tables' Parquet files
 themselves and the driver replaces each table's files in one deltalake commit
-(:mod:`pipelines.delta_files`); elsewhere (catalog mode, object stores) Spark's Delta writer
+(:mod:`pipelines.lake.commits`); elsewhere (catalog mode, object stores) Spark's Delta writer
 writes the sequences and the document rows are read back out of them.
 
 Conservation (checked by the tests on real data): ``sum(token_sequences.num_tokens) ==
@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
-from pipelines import delta_files
+from pipelines.lake import commits as delta_files
 from pipelines.kernels.tokens import DOCUMENT_TOKENS_SCHEMA, SEQUENCE_SCHEMA, PackParams, document_rows, pack_batches
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import GOLD_DOCUMENT_TOKENS, GOLD_TOKEN_SEQUENCES, SILVER_DOCUMENTS_CLEAN

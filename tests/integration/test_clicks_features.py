@@ -13,7 +13,7 @@ from pipelines.kernels.clicks import CAT_COLUMNS, FEATURE_COLUMNS, INT_COLUMNS, 
 from pipelines.ledger import new_run_id
 from pipelines.loaders.clicks import ClickFeaturesDataset
 from pipelines.stage import QualityGateError, StageContext
-from pipelines.tables import Lake
+from pipelines.lake import Lake
 from tests.conftest import lake_config, read_table
 
 MIN_FREQ = 3

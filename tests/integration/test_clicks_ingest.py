@@ -15,7 +15,7 @@ from pipelines.clicks.generate import generate, generate_file
 from pipelines.clicks.ingest import ingest_files, resolve_inputs
 from pipelines.ledger import new_run_id
 from pipelines.stage import QualityGateError, StageContext
-from pipelines.tables import Lake
+from pipelines.lake import Lake
 from schemas.catalog import BRONZE_CLICKS
 from tests.conftest import lake_config, read_table
 

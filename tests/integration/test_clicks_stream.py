@@ -25,7 +25,7 @@ import pytest
 
 from pipelines.clicks import stream
 from pipelines.clicks.generate import generate
-from pipelines.tables import Lake
+from pipelines.lake import Lake
 from tests.conftest import REPO, lake_config, read_table
 from tests.integration.test_clicks_ingest import assert_exactly
 

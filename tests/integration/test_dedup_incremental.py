@@ -59,7 +59,7 @@ def incremental(spark, tmp_path_factory):
     from pipelines.kernels.warc import parse_warc_file
     from pipelines.runner import run_pipeline
     from pipelines.sample import SAMPLE_PAGES
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
 
     root = tmp_path_factory.mktemp("incremental_lake")
     cfg = lake_config(root)
@@ -204,7 +204,7 @@ def test_keep_policy_config_is_validated():
 def test_keep_policy_picks_the_kept_document_and_a_change_rebuilds(spark, tmp_path):
     from pipelines.runner import run_pipeline
     from pipelines.sample import SAMPLE_PAGES
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
 
     text = next(p.text for p in SAMPLE_PAGES if p.kind == "article")
     template = {"warc_type": "response", "source_file": "test", "warc_filename": "test", "record_offset": 0}
@@ -241,7 +241,7 @@ def test_verified_incremental_run_checks_new_to_kept_pairs(spark, tmp_path):
     by exact shingle Jaccard on the kept document's text from silver.documents_dedup."""
     from pipelines.runner import run_pipeline
     from pipelines.sample import SAMPLE_PAGES
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
 
     text = max((p.text for p in SAMPLE_PAGES if p.kind == "article"), key=len)
     template = {"warc_type": "response", "source_file": "test", "warc_filename": "test", "record_offset": 0,

@@ -67,7 +67,7 @@ def lake(spark, tmp_path_factory):
     from pyspark.sql import functions as F
 
     from pipelines.runner import run_pipeline
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
     from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DOCUMENTS_CLEAN
 
     root = tmp_path_factory.mktemp("embed_lake")
@@ -90,7 +90,7 @@ def vectors(spark, root, where="true"):
 
 def copy_lake(spark, cfg, tmp_path):
     """A copy of the module's lake to change: (its config, its Lake)."""
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
 
     root = tmp_path / "lake"
     shutil.copytree(cfg.lake.root, root)

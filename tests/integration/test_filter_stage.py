@@ -16,7 +16,7 @@ def filtered(spark, tmp_path_factory):
     """Ingest the excerpt, publish bronze as dedup (dedup is not under test), run filter with the
     default (fineweb) preset and a user domain blocklist that names the Russian page's domain."""
     from pipelines.runner import run_pipeline
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
     from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DOCUMENTS_DEDUP
 
     root = tmp_path_factory.mktemp("filter_lake")
@@ -90,7 +90,7 @@ def test_spark_writer_makes_the_same_tables(spark, filtered, monkeypatch):
     from pipelines.ledger import new_run_id
     from pipelines.stage import StageContext
     from pipelines.stages import filter as filter_stage
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
 
     docs, clean, decisions, direct, cfg = filtered
     monkeypatch.setattr(Lake, "direct_location", lambda self, spec: None)

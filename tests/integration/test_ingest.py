@@ -126,7 +126,7 @@ def test_spark_writer_and_the_fallback_after_optimize(spark, tmp_path, monkeypat
     (local lakes), the same files rewritten by Spark's replaceWhere when an earlier file mixes
     sources (after OPTIMIZE), and Spark's writer throughout (catalog mode, object stores)."""
     from pipelines.kernels.warc import parse_warc_file
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
 
     names = ("ia-heritrix-2008-example.warc.gz", "cc-main-2024-22-whirlwind.warc.gz")
     warcs = [tmp_path / n for n in names]

@@ -75,7 +75,7 @@ def assert_every_record_accounted_for(spark, root: Path, run) -> None:
 def writer(request, monkeypatch):
     """Both ways ingest publishes: task-written files committed by deltalake, and Spark's writer."""
     if request.param == "spark":
-        from pipelines.tables import Lake
+        from pipelines.lake import Lake
 
         monkeypatch.setattr(Lake, "direct_location", lambda self, spec: None)
     return request.param

@@ -103,7 +103,7 @@ def test_rerun_is_idempotent(spark, real_lake):
 
 def test_explain_says_why_each_document_went(spark, sample_lake):
     from pipelines.explain import explain
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
 
     lake = Lake(spark, lake_config(sample_lake).lake)
     dup = read_table(spark, sample_lake, "silver.duplicate_clusters").filter("NOT kept AND method = 'exact'").first()

@@ -33,7 +33,7 @@ def lake(spark, tmp_path_factory):
     from pyspark.sql import functions as F
 
     from pipelines.runner import run_pipeline
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
     from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DOCUMENTS_CLEAN
 
     root = tmp_path_factory.mktemp("tokenize_lake")
@@ -162,7 +162,7 @@ def test_spark_writer_makes_the_same_tables(spark, lake, tables, monkeypatch):
     from pipelines.ledger import new_run_id
     from pipelines.stage import StageContext
     from pipelines.stages import tokenize
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
 
     root, stage_run = lake
     direct_run = stage_run.result
@@ -186,7 +186,7 @@ def test_a_failed_commit_leaves_no_uncommitted_file(spark, lake, tables, monkeyp
     from pathlib import Path
 
     from pipelines.runner import run_pipeline
-    from pipelines.tables import Lake
+    from pipelines.lake import Lake
     from schemas.catalog import GOLD_DOCUMENT_TOKENS
 
     root, _ = lake

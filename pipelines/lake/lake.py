@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
-from pipelines import delta_files
+from pipelines.lake import commits as delta_files
 from pipelines.config import LakeConfig
 from schemas.catalog import TableSpec
 
@@ -197,7 +197,7 @@ class Lake:
 
     def direct_location(self, spec: TableSpec) -> str | None:
         """The local folder of ``spec``'s table when tasks may write its Parquet files themselves
-        and the driver commit them with deltalake (:mod:`pipelines.delta_files`): path mode, a
+        and the driver commit them with deltalake (:mod:`pipelines.lake.commits`): path mode, a
         local lake, a plain protocol and the catalog's columns. None otherwise (use Spark)."""
         location = self.location(spec)
         if self.cfg.mode == "path" and delta_files.writable(location, delta_schema_json(spec)):

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from pipelines import delta_files
+from pipelines.lake import commits as delta_files
 
 LONG = "s3://commoncrawl/crawl-data/CC-MAIN-2020-34/segments/x.warc.gz"   # over 32 characters
 SCHEMA = pa.schema([("source_file", pa.string()), ("n", pa.int64()), ("at", pa.timestamp("us", tz="UTC"))])
