@@ -12,10 +12,12 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pipelines.kernels import mime
 
 #: conf/ next to the package in a checkout; CRAWLAKE_CONF_DIR or --conf-dir elsewhere (a wheel).
 DEFAULT_CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -46,10 +48,14 @@ class SparkConfig(_Strict):
     master: str | None = "local[*]"
     app_name: str = "crawlake"
     jars_dir: str | None = ".jars"
-    conf: dict[str, str] = Field(default_factory=dict)
+    #: Spark settings for the session; an overlay's keys are merged into these
+    conf: dict[str, str] = Field(default_factory=lambda: {
+        "spark.sql.session.timeZone": "UTC", "spark.sql.execution.arrow.maxRecordsPerBatch": "1000"})
 
 
 class IngestConfig(_Strict):
+    """The ingest stage; the WARC kernel (:mod:`pipelines.kernels.warc`) takes this model for its
+    caps (bytes, characters), content types and extractor."""
     input: list[str] = Field(default_factory=list)
     paths_prefix: str = "https://data.commoncrawl.org/"
     max_files: int | None = Field(None, ge=1)
@@ -60,10 +66,8 @@ class IngestConfig(_Strict):
     max_payload_bytes: int = Field(10 * 1024 * 1024, gt=0)
     max_text_chars: int = Field(1_000_000, gt=0)
     min_text_chars: int = Field(1, ge=0)
-    html_content_types: list[str] = Field(default_factory=lambda: ["text/html", "application/xhtml+xml"])
-    generic_content_types: list[str] = Field(default_factory=lambda: [
-        "application/octet-stream", "binary/octet-stream", "application/unknown", "unknown/unknown", "text/plain",
-        "*/*", "application/x-unknown-content-type"])
+    html_content_types: list[str] = Field(default_factory=lambda: list(mime.HTML_CONTENT_TYPES))
+    generic_content_types: list[str] = Field(default_factory=lambda: list(mime.GENERIC_CONTENT_TYPES))
     progress: bool = True
 
 
@@ -72,6 +76,8 @@ DEDUP_KEEP_COLUMNS = ("crawl_date", "text_length", "payload_bytes", "doc_id", "u
 
 
 class DedupConfig(_Strict):
+    """The dedup stage; the MinHash kernel (:func:`pipelines.kernels.minhash.signature_batch`)
+    takes this model (``ngram``, ``num_perm``, ``seed``, and the LSH bands x rows ``threshold`` gives)."""
     ngram: int = Field(5, ge=1)
     num_perm: int = Field(112, ge=2, le=1024)
     threshold: float = Field(0.8, gt=0.0, lt=1.0)
@@ -104,9 +110,36 @@ class DedupConfig(_Strict):
         return out
 
 
-class GopherConfig(_Strict):
-    """Gopher quality rules (Rae et al. 2021); see :mod:`pipelines.kernels.filters.gopher_quality`."""
-    enabled: bool | None = None           # None: as filter.preset says
+#: Languages written without spaces between words (fastText lid.176 codes): rules that count
+#: words skip them (``filter.unsegmented_languages``'s default).
+UNSEGMENTED_LANGUAGES: tuple[str, ...] = ("zh", "ja", "th", "lo", "km", "my", "bo", "wuu", "yue")
+
+
+class RuleConfig(_Strict):
+    """A filter rule's values: its section under ``filter`` (``filter.gopher``, ...) for the
+    built-in rules, or the values of a rule of your own (subclass this; see
+    :class:`pipelines.kernels.filters.Rule`). The rule's kernel takes this model as it is.
+
+    ``enabled``: null = as ``filter.preset`` says; true adds the rule to the preset, false removes it.
+    """
+    enabled: bool | None = None
+
+
+class GopherConfig(RuleConfig):
+    """Gopher quality rules (Rae et al. 2021, *Scaling Language Models: Methods, Analysis &
+    Insights from Training Gopher*, App. A; datatrove ``GopherQualityFilter``); the kernel is
+    :mod:`pipelines.kernels.filters.gopher_quality`. The defaults are the paper's:
+
+    ====================================  ==================
+    words per document                    50 – 100,000
+    mean word length (characters)         3 – 10
+    symbol-to-word ratio (``#``, ``...``)   ≤ 0.1
+    lines starting with a bullet          ≤ 90 %
+    lines ending with an ellipsis         ≤ 30 %
+    words with an alphabetic character    ≥ 80 %
+    English stop words (distinct)         ≥ 2
+    ====================================  ==================
+    """
     min_doc_words: int = Field(50, ge=0)
     max_doc_words: int = Field(100_000, gt=0)
     min_avg_word_length: float = Field(3.0, ge=0)
@@ -119,15 +152,27 @@ class GopherConfig(_Strict):
     unsegmented_languages: list[str] = Field(default_factory=list)   # empty: filter.unsegmented_languages
 
 
-class GopherRepetitionConfig(_Strict):
-    """Gopher repetition rules (Rae et al. 2021), maximum fractions; see
-    :mod:`pipelines.kernels.filters.gopher_repetition`."""
-    enabled: bool | None = None
+class GopherRepetitionConfig(RuleConfig):
+    """Gopher repetition rules, maximum fractions (Rae et al. 2021, App. A, Table A1; datatrove
+    ``GopherRepetitionFilter``); the kernel is :mod:`pipelines.kernels.filters.gopher_repetition`.
+    The defaults are Table A1's:
+
+    ======================================  ====
+    duplicate line fraction                 0.30
+    duplicate paragraph fraction            0.30
+    duplicate line character fraction       0.20
+    duplicate paragraph character fraction  0.20
+    top 2-, 3-, 4-gram character fraction   0.20, 0.18, 0.16
+    duplicate 5- … 10-gram char. fraction   0.15, 0.14, 0.13, 0.12, 0.11, 0.10
+    ======================================  ====
+    """
     dup_line_frac: float = Field(0.3, ge=0, le=1)
     dup_para_frac: float = Field(0.3, ge=0, le=1)
     dup_line_char_frac: float = Field(0.2, ge=0, le=1)
     dup_para_char_frac: float = Field(0.2, ge=0, le=1)
+    #: n → maximum fraction of characters in the most frequent word n-gram
     top_n_grams: dict[int, float] = Field(default_factory=lambda: {2: 0.20, 3: 0.18, 4: 0.16})
+    #: n → maximum fraction of characters in repeated word n-grams
     dup_n_grams: dict[int, float] = Field(
         default_factory=lambda: {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10})
 
@@ -140,62 +185,82 @@ class GopherRepetitionConfig(_Strict):
         return self
 
 
-class C4Config(_Strict):
-    """C4 rules (Raffel et al. 2020); see :mod:`pipelines.kernels.filters.c4`."""
-    enabled: bool | None = None
-    filter_no_terminal_punct: bool | None = None   # None: as the preset (c4: true, fineweb: false)
-    min_words_per_line: int = Field(3, ge=0)       # 0 disables
-    min_num_sentences: int = Field(5, ge=0)        # 0 disables
-    max_word_length: int = Field(1000, ge=0)       # 0 disables
-    remove_citations: bool = True
-    filter_lorem_ipsum: bool = True
-    filter_javascript: bool = True
-    filter_curly_bracket: bool = True
-    filter_policy: bool = True
+class C4Config(RuleConfig):
+    """C4 rules (Raffel et al. 2020, *Exploring the Limits of Transfer Learning with a Unified
+    Text-to-Text Transformer*, §2.2; datatrove ``C4QualityFilter`` and ``C4BadWordsFilter``); the
+    kernel is :mod:`pipelines.kernels.filters.c4`. Line rules remove lines, document rules
+    remove documents; the defaults are C4's. A count of 0 turns its rule off.
+    """
+    #: drop lines not ending in terminal punctuation; None: as the preset says (c4: true,
+    #: fineweb: false), and C4's own true where no preset says
+    filter_no_terminal_punct: bool | None = None
+    min_words_per_line: int = Field(3, ge=0)       # drop lines with fewer words
+    min_num_sentences: int = Field(5, ge=0)        # remove documents with fewer sentences
+    max_word_length: int = Field(1000, ge=0)       # drop lines with a longer word (characters)
+    remove_citations: bool = True                  # strip [1], [edit], [citation needed]
+    filter_lorem_ipsum: bool = True                # remove documents with "lorem ipsum"
+    filter_javascript: bool = True                 # drop lines mentioning javascript
+    filter_curly_bracket: bool = True              # remove documents with "{"
+    filter_policy: bool = True                     # drop cookie / terms-of-use / privacy-policy lines
     bad_words_paths: dict[str, str] = Field(default_factory=dict)   # language -> word list file
 
 
-class FineWebConfig(_Strict):
-    """FineWeb's own rules (Penedo et al. 2024); see :mod:`pipelines.kernels.filters.fineweb`."""
-    enabled: bool | None = None
+class FineWebConfig(RuleConfig):
+    """FineWeb's own rules (Penedo et al. 2024, *The FineWeb Datasets*, §3.5; datatrove
+    ``FineWebQualityFilter``); the kernel is :mod:`pipelines.kernels.filters.fineweb`. The
+    defaults are the paper's: lines ending in terminal punctuation ≥ 0.12, lines of ≤ 30
+    characters ≤ 0.67, characters in duplicate lines ≤ 0.01, newlines per word ≤ 0.3.
+    """
     min_line_punct_ratio: float = Field(0.12, ge=0, le=1)
-    line_punct_exclude_zero: bool = False
+    line_punct_exclude_zero: bool = False   # true: a text with no punctuated line is not judged by it
     max_short_line_ratio: float = Field(0.67, ge=0, le=1)
-    short_line_length: int = Field(30, ge=0)
+    short_line_length: int = Field(30, ge=0)          # characters
     max_char_dup_ratio: float = Field(0.01, ge=0, le=1)
-    max_list_ratio: float = Field(0.3, ge=0)
+    max_list_ratio: float = Field(0.3, ge=0)          # newlines per word
 
 
-class UrlFilterConfig(_Strict):
-    """Blocklists and adult-keyword heuristic; see :mod:`pipelines.kernels.filters.url`."""
-    enabled: bool | None = None
+class UrlFilterConfig(RuleConfig):
+    """Blocklists and the adult-keyword heuristic (datatrove ``URLFilter``); the kernel is
+    :mod:`pipelines.kernels.filters.url`, which reads the blocklist files on the driver."""
     domain_blocklists: list[str] = Field(default_factory=list)
     url_blocklists: list[str] = Field(default_factory=list)
     adult_keywords: bool = True
-    soft_word_threshold: int = Field(2, ge=1)
+    soft_word_threshold: int = Field(2, ge=1)   # this many soft words fail a URL (datatrove's default)
 
 
-class PiiConfig(_Strict):
-    """E-mail and public-IP replacement; see :mod:`pipelines.kernels.filters.pii`."""
-    enabled: bool | None = None
+class PiiConfig(RuleConfig):
+    """E-mail and public-IP replacement (datatrove ``PIIFormatter``); the kernel is
+    :mod:`pipelines.kernels.filters.pii`. One placeholder is chosen per match by a hash of it."""
     emails: bool = True
     ips: bool = True
-    only_public_ips: bool = True
+    only_public_ips: bool = True   # leave private, loopback, link-local and reserved addresses
+    #: datatrove's placeholders: example.com/org are reserved for examples (RFC 2606)
     email_replacement: list[str] = Field(
         default_factory=lambda: ["email@example.com", "firstname.lastname@example.org"], min_length=1)
+    #: datatrove's IPv4 placeholders (addresses that did not answer pings when its list was made)
     ipv4_replacement: list[str] = Field(default_factory=lambda: [
         "22.214.171.124", "126.96.36.199", "188.8.131.52", "184.108.40.206", "220.127.116.11", "18.104.22.168"],
         min_length=1)
+    #: IPv6: the documentation prefix (RFC 3849), not global, so a second pass leaves it
     ipv6_replacement: list[str] = Field(default_factory=lambda: ["2001:db8::1", "2001:db8::2"], min_length=1)
 
 
 class FilterConfig(_Strict):
-    preset: Literal["fineweb", "gopher", "c4", "minimal"] = "fineweb"
+    """The filter stage: language ID and the rules of ``preset``, in its order
+    (:mod:`pipelines.kernels.filters`; the kernel takes this model and the rules built from it).
+
+    ``preset``: a preset's name (``fineweb``, ``gopher``, ``c4``, ``minimal``, or one registered
+    with :func:`pipelines.kernels.filters.register_preset`), or a list of rules, each a rule's name
+    (``url``, ``gopher_repetition``, ``gopher_quality``, ``c4``, ``fineweb``, ``pii``), a
+    ``"package.module:Class"`` path to a :class:`~pipelines.kernels.filters.Rule` of your own, or
+    a mapping ``{rule: <name or path>, <value>: ...}`` giving it values. Checked when loaded
+    (ValueError naming the entry). A built-in rule takes the values of its section below.
+    """
+    preset: str | list[str | dict[str, Any]] = "fineweb"
     languages: list[str] = Field(default_factory=list)
     min_language_score: float = Field(0.65, ge=0.0, le=1.0)
     lid_model_path: str | None = None
-    unsegmented_languages: list[str] = Field(
-        default_factory=lambda: ["zh", "ja", "th", "lo", "km", "my", "bo", "wuu", "yue"])
+    unsegmented_languages: list[str] = Field(default_factory=lambda: list(UNSEGMENTED_LANGUAGES))
     url: UrlFilterConfig = UrlFilterConfig()
     gopher_repetition: GopherRepetitionConfig = GopherRepetitionConfig()
     gopher: GopherConfig = GopherConfig()
@@ -203,8 +268,19 @@ class FilterConfig(_Strict):
     fineweb: FineWebConfig = FineWebConfig()
     pii: PiiConfig = PiiConfig()
 
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, preset: str | list) -> str | list:
+        # imported here: the rules import this module for their config models
+        from pipelines.kernels.filters.presets import preset_rules
+
+        preset_rules(preset)   # ValueError naming the unknown preset, rule or value
+        return preset
+
 
 class TokenizeConfig(_Strict):
+    """The tokenize stage and ``crawlake train-tokenizer``; the packing kernel
+    (:func:`pipelines.kernels.tokens.pack_batches`) takes this model."""
     tokenizer: str = "default"
     seq_len: int = Field(2048, ge=8)
     separator_token: str | None = None
@@ -215,6 +291,8 @@ class TokenizeConfig(_Strict):
 
 
 class EmbedConfig(_Strict):
+    """The embed stage; the kernel (:mod:`pipelines.kernels.embed`) takes this model with the model
+    revision resolved on the driver (:class:`~pipelines.kernels.embed.EmbedParams`)."""
     model: str = "default"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
@@ -230,19 +308,23 @@ class EmbedConfig(_Strict):
 
 
 class IndexConfig(_Strict):
-    """FAISS vector index over ``gold.embeddings`` (see :mod:`pipelines.kernels.index`)."""
+    """FAISS vector index over ``gold.embeddings``; the kernel (:mod:`pipelines.kernels.index`,
+    whose docstring gives the algorithms and their papers) takes this model for construction and
+    search (``shards``, ``path`` and ``target_recall`` are the stage's)."""
     type: Literal["flat", "hnsw", "ivfpq"] = "hnsw"
     shards: int = Field(4, ge=1)
     path: str | None = None
-    hnsw_m: int = Field(32, ge=2)
+    hnsw_m: int = Field(32, ge=2)                  # HNSW graph degree (M)
     ef_construction: int = Field(200, ge=1)
     ef_search: int = Field(128, ge=1)
+    #: IVF lists; None = about 4·sqrt(n), clamped so every list has >= 39 training points
     nlist: int | None = Field(None, ge=1)
+    #: PQ sub-quantizers; None = dim/4 (4 dimensions each; 96 for dim 384), or the largest divisor below
     pq_m: int | None = Field(None, ge=1)
-    nbits: int = Field(8, ge=1, le=16)
+    nbits: int = Field(8, ge=1, le=16)             # bits per PQ code (2**nbits centroids per sub-quantizer)
     nprobe: int = Field(32, ge=1)
-    refine_k_factor: int = Field(4, ge=0)
-    train_sample: int = Field(100_000, ge=1)
+    refine_k_factor: int = Field(4, ge=0)          # IVF-PQ: re-rank k x this many with exact vectors; 0 = off
+    train_sample: int = Field(100_000, ge=1)       # at most this many vectors train IVF/PQ (seeded sample)
     target_recall: float = Field(0.95, ge=0.0, le=1.0)
     seed: int = 0
 

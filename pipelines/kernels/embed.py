@@ -2,8 +2,9 @@
 without a JVM).
 
 Each document is split into windows of at most the model's ``max_seq_length`` tokens (less its two
-special tokens), consecutive windows sharing ``overlap`` tokens; each window's character span is
-embedded with sentence-transformers (Reimers & Gurevych 2019) and L2-normalized to float32.
+special tokens), consecutive windows sharing ``embed.chunk_overlap_tokens`` tokens; each window's
+character span is embedded with sentence-transformers (Reimers & Gurevych 2019) and L2-normalized
+to float32. The kernel's parameters are the ``embed`` config section (:class:`EmbedParams`).
 
 What makes it faster than ``SentenceTransformer.encode(texts, batch_size=32)``:
 
@@ -39,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from pipelines.config import EmbedConfig
 from pipelines.kernels.tokens import DEFAULT_MODEL_NAME, default_model_dir
 
 EMBEDDING_SCHEMA = pa.schema([
@@ -63,30 +65,33 @@ AUTO_COMPILE_AFTER_TOKENS = 1_000_000
 
 @dataclass(frozen=True)
 class EmbedParams:
-    """What the kernel needs; built by the stage from ``EmbedConfig``.
+    """What the kernel runs with: the ``embed`` config section as it is, and the model revision the
+    driver resolved for it (:func:`resolve_model` reads the hub cache or hashes the model folder,
+    so it runs once there; :meth:`resolve` does both).
 
-    ``model``: "default", a sentence-transformers hub name, or a model folder. ``model_revision``:
-    the identity recorded with each vector (see :func:`resolve_model`; None = resolve in the worker).
-    ``tokens_per_batch``: padded tokens per forward pass (0 = auto by device). ``max_batch_size``:
-    rows per forward pass at most. ``overlap``: tokens shared by consecutive chunks.
-    ``max_chunk_tokens``: window size in tokens without special tokens (0 = the model's maximum).
-    ``compile``: run the forward pass through ``torch.compile``: True, False, or "auto" (on CPU,
-    after :data:`AUTO_COMPILE_AFTER_TOKENS` tokens in this process; never on CUDA, where it is
-    not yet measured).
+    From ``config`` (:class:`~pipelines.config.EmbedConfig`): ``model`` ("default", a
+    sentence-transformers hub name, or a model folder); ``device`` and ``precision``;
+    ``tokens_per_batch`` (padded tokens per forward pass, 0 = auto by device); ``max_batch_size``
+    (rows per forward pass at most); ``chunk_overlap_tokens`` (tokens shared by consecutive
+    chunks); ``max_chunk_tokens`` (window size in tokens without special tokens, 0 = the model's
+    maximum); ``compile`` (run the forward pass through ``torch.compile``: true, false, or "auto":
+    on CPU, after :data:`AUTO_COMPILE_AFTER_TOKENS` tokens in this process; never on CUDA, where it
+    is not yet measured). ``model_revision``: the identity recorded with each vector (None =
+    resolve it in the worker).
     """
-    model: str = "default"
+    config: EmbedConfig = EmbedConfig()
     model_revision: str | None = None
-    device: str = "auto"          # auto | cpu | cuda
-    precision: str = "auto"       # auto (fp16 on cuda, fp32 on cpu) | fp32 | fp16 | bf16
-    tokens_per_batch: int = 0
-    max_batch_size: int = 512
-    overlap: int = 32
-    max_chunk_tokens: int = 0
-    compile: bool | str = "auto"
+
+    @classmethod
+    def resolve(cls, config: EmbedConfig) -> "EmbedParams":
+        """``config`` with its model's revision, resolved here. Raises FileNotFoundError as
+        :func:`resolve_model` does."""
+        return cls(config, resolve_model(config.model).revision)
 
     @property
     def model_label(self) -> str:
-        return DEFAULT_MODEL_NAME if self.model == "default" else self.model
+        """The model's name as recorded with each vector."""
+        return DEFAULT_MODEL_NAME if self.config.model == "default" else self.config.model
 
 
 @dataclass(frozen=True)
@@ -196,18 +201,19 @@ def _compiled_model(model: str, device: str, precision: str):
 
 
 def _forward(params: EmbedParams, on_gpu: bool):
-    """What runs a batch of features: the model, or its compiled form (``EmbedParams.compile``).
+    """What runs a batch of features: the model, or its compiled form (``embed.compile``).
 
     A compile that fails (no C++ compiler, an operator inductor cannot lower) warns once and the
     process goes on eager. One-row batches run eager: the compiled graph specializes a size-1
     dimension, so one row would cost a second compile to save nothing.
     """
-    if params.compile not in (True, False, "auto"):
-        raise ValueError(f"embed.compile must be true, false or auto, not {params.compile!r}")
-    key = (params.model, params.device, params.precision)
+    cfg = params.config
+    if cfg.compile not in (True, False, "auto"):
+        raise ValueError(f"embed.compile must be true, false or auto, not {cfg.compile!r}")
+    key = (cfg.model, cfg.device, cfg.precision)
     model = load_model(*key)
-    wanted = params.compile is True or (
-        params.compile == "auto" and not on_gpu and _tokens_embedded >= AUTO_COMPILE_AFTER_TOKENS)
+    wanted = cfg.compile is True or (
+        cfg.compile == "auto" and not on_gpu and _tokens_embedded >= AUTO_COMPILE_AFTER_TOKENS)
     if not wanted or key in _compile_failed:
         return model
     compiled = _compiled_model(*key)
@@ -270,16 +276,17 @@ def encode_chunks(texts: list[str], lengths: np.ndarray | None, params: EmbedPar
     import torch
 
     global _tokens_embedded
-    model = load_model(params.model, params.device, params.precision)
+    cfg = params.config
+    model = load_model(cfg.model, cfg.device, cfg.precision)
     dev = str(model.device)
     on_gpu = dev.startswith("cuda")
     if not texts:
         return np.zeros((0, model.get_embedding_dimension()), np.float32)
     if lengths is None:
-        tok = _offsets_tokenizer(params.model, params.device, params.precision)
+        tok = _offsets_tokenizer(cfg.model, cfg.device, cfg.precision)
         lengths = np.array([len(e.ids) + 2 for e in tok.encode_batch(texts, add_special_tokens=False)])
-    budget = params.tokens_per_batch or AUTO_TOKENS_PER_BATCH["cuda" if on_gpu else "cpu"]
-    batches = plan_batches(lengths, budget, params.max_batch_size)
+    budget = cfg.tokens_per_batch or AUTO_TOKENS_PER_BATCH["cuda" if on_gpu else "cpu"]
+    batches = plan_batches(lengths, budget, cfg.max_batch_size)
     out = np.empty((len(texts), model.get_embedding_dimension()), np.float32)
 
     def prepare(idx):
@@ -311,23 +318,24 @@ def encode_chunks(texts: list[str], lengths: np.ndarray | None, params: EmbedPar
     if bad.any():
         first = texts[int(np.flatnonzero(bad)[0])][:80]
         raise FloatingPointError(f"{int(bad.sum())} of {len(texts)} embedding vectors are not finite "
-                                 f"(model {params.model_label}, precision {params.precision}); first chunk: {first!r}")
+                                 f"(model {params.model_label}, precision {cfg.precision}); first chunk: {first!r}")
     return out
 
 
 def chunk_documents(texts: list[str], params: EmbedParams) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
     """Token windows of each text: ``(doc_index int64 (n_chunks,), [(char_start, char_end, n_tokens)])``."""
-    model = load_model(params.model, params.device, params.precision)
+    cfg = params.config
+    model = load_model(cfg.model, cfg.device, cfg.precision)
     limit = model.max_seq_length - 2  # room for [CLS] and [SEP]
-    max_tokens = min(params.max_chunk_tokens or limit, limit)
-    tok = _offsets_tokenizer(params.model, params.device, params.precision)
+    max_tokens = min(cfg.max_chunk_tokens or limit, limit)
+    tok = _offsets_tokenizer(cfg.model, cfg.device, cfg.precision)
     if tok is not None:
         all_offsets = [e.offsets for e in tok.encode_batch([t or "" for t in texts], add_special_tokens=False)]
     else:  # a slow (Python) tokenizer: one call per text
         all_offsets = [model.tokenizer(t or "", add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"] for t in texts]
     doc_index, spans = [], []
     for i, offsets in enumerate(all_offsets):
-        w = _windows(offsets, max_tokens, params.overlap)
+        w = _windows(offsets, max_tokens, cfg.chunk_overlap_tokens)
         doc_index.extend([i] * len(w))
         spans.extend(w)
     return np.asarray(doc_index, np.int64), spans
@@ -336,7 +344,7 @@ def chunk_documents(texts: list[str], params: EmbedParams) -> tuple[np.ndarray, 
 def embed_batch(batch: pa.RecordBatch, params: EmbedParams) -> pa.RecordBatch:
     """``(doc_id, text)`` batch → one :data:`EMBEDDING_SCHEMA` row per chunk (texts with no tokens
     give no rows). ``vector`` is float32[dim], L2-normalized."""
-    revision = params.model_revision or resolve_model(params.model).revision
+    revision = params.model_revision or resolve_model(params.config.model).revision
     doc_ids = batch.column("doc_id").to_pylist()
     texts = [t or "" for t in batch.column("text").to_pylist()]
     doc_index, spans = chunk_documents(texts, params)

@@ -38,38 +38,17 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 
 import faiss
 import numpy as np
+
+from pipelines.config import IndexConfig
 
 INDEX_TYPES = ("flat", "hnsw", "ivfpq")
 
 # FAISS's k-means warns below 39 training points per centroid (ClusteringParameters
 # min_points_per_centroid); below that the centroids are mostly noise.
 MIN_POINTS_PER_CENTROID = 39
-
-
-@dataclass(frozen=True)
-class IndexParams:
-    """Index construction and search parameters (see the module docstring for the algorithms).
-
-    ``nlist=None`` picks about 4·sqrt(n) lists, clamped so every list has >= 39 training points;
-    ``pq_m=None`` picks dim/4 sub-quantizers (4 dimensions each; 96 for dim 384), or the largest
-    divisor of dim below that. ``refine_k_factor=0`` turns exact re-ranking off.
-    """
-
-    type: str = "hnsw"          # "flat" | "hnsw" | "ivfpq"
-    hnsw_m: int = 32            # HNSW graph degree (M)
-    ef_construction: int = 200
-    ef_search: int = 128
-    nlist: int | None = None    # IVF lists; None = auto
-    pq_m: int | None = None     # PQ sub-quantizers; None = auto (dim/4)
-    nbits: int = 8              # bits per PQ code (2**nbits centroids per sub-quantizer)
-    nprobe: int = 32
-    refine_k_factor: int = 4    # IVF-PQ: re-rank k*factor candidates with exact vectors; 0 = off
-    train_sample: int = 100_000 # at most this many vectors train IVF/PQ (a seeded random sample)
-    seed: int = 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,12 +85,12 @@ def auto_pq_m(dim: int) -> int:
 # build
 
 
-def build_index(vectors: np.ndarray, params: IndexParams) -> tuple[faiss.Index, str]:
+def build_index(vectors: np.ndarray, params: IndexConfig) -> tuple[faiss.Index, str]:
     """Build one shard's index over ``vectors``.
 
     Args:
         vectors: (n, dim) float-like array, L2-normalized rows (cast to float32). n == 0 is allowed.
-        params: the index type and its parameters.
+        params: the ``index`` config section (:class:`~pipelines.config.IndexConfig`): type and parameters.
 
     Returns:
         (index, built_type): ids are 0..n-1 in row order; ``built_type`` is the type actually built,
@@ -172,7 +151,7 @@ def _unwrap(index: faiss.Index):
     return index, ivf, hnsw
 
 
-def apply_search_params(index: faiss.Index, params: IndexParams) -> None:
+def apply_search_params(index: faiss.Index, params: IndexConfig) -> None:
     """Set ef_search (HNSW), nprobe (IVF, at most nlist) and k_factor (refine) on ``index`` in place."""
     index, ivf, hnsw = _unwrap(index)
     if hnsw is not None:
@@ -190,7 +169,7 @@ def save_index(index: faiss.Index, path: str) -> None:
     faiss.write_index(index, path)
 
 
-def load_index(path: str, params: IndexParams | None = None) -> faiss.Index:
+def load_index(path: str, params: IndexConfig | None = None) -> faiss.Index:
     """Read an index written by :func:`save_index`; if ``params`` is given, apply its search-time
     parameters (ef_search, nprobe, refine_k_factor). Raises RuntimeError (from FAISS) if the file is
     missing or not an index."""
@@ -200,7 +179,7 @@ def load_index(path: str, params: IndexParams | None = None) -> faiss.Index:
     return index
 
 
-def _search_parameters(index: faiss.Index, params: IndexParams, k: int):
+def _search_parameters(index: faiss.Index, params: IndexConfig, k: int):
     """Per-call FAISS SearchParameters (leaves the index untouched, so concurrent callers are safe)."""
     index, ivf, hnsw = _unwrap(index)
     base = None
@@ -215,7 +194,7 @@ def _search_parameters(index: faiss.Index, params: IndexParams, k: int):
 
 
 def search(index: faiss.Index, queries: np.ndarray, k: int,
-           params: IndexParams | None = None) -> tuple[np.ndarray, np.ndarray]:
+           params: IndexConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Top-k inner-product (cosine) search.
 
     Args:
@@ -334,8 +313,8 @@ def recall_at_k(approx_ids: np.ndarray, exact_ids: np.ndarray, k: int) -> float:
 # tuning search-time parameters to a recall target
 
 
-def tune_search(index: faiss.Index, vectors: np.ndarray, params: IndexParams, target_recall: float = 0.95,
-                k: int = 10, n_queries: int = 200) -> tuple[IndexParams, float]:
+def tune_search(index: faiss.Index, vectors: np.ndarray, params: IndexConfig, target_recall: float = 0.95,
+                k: int = 10, n_queries: int = 200) -> tuple[IndexConfig, float]:
     """Smallest search effort that reaches ``target_recall`` (recall@k against exact search) on
     this shard, like FAISS's ``ParameterSpace`` auto-tuning, but along one axis.
 
@@ -375,18 +354,17 @@ def tune_search(index: faiss.Index, vectors: np.ndarray, params: IndexParams, ta
     queries = (c * v + np.sqrt(max(0.0, 1.0 - c * c)) * u).astype(np.float32)
     _, truth = exact.search(queries, k)
 
-    def recall(p: IndexParams) -> float:
+    def recall(p: IndexConfig) -> float:
         _, got = search(index, queries, k, p)
         return recall_at_k(got, truth, k)
 
-    from dataclasses import replace
-
     if hnsw is not None:
-        candidates = [replace(params, ef_search=ef) for ef in _doublings(params.ef_search, 8192)]
+        candidates = [params.model_copy(update={"ef_search": ef}) for ef in _doublings(params.ef_search, 8192)]
     else:
-        candidates = [replace(params, nprobe=p) for p in _doublings(params.nprobe, ivf.nlist)]
+        candidates = [params.model_copy(update={"nprobe": p}) for p in _doublings(params.nprobe, ivf.nlist)]
         if params.refine_k_factor:
-            candidates.append(replace(params, nprobe=ivf.nlist, refine_k_factor=max(16, params.refine_k_factor)))
+            candidates.append(params.model_copy(update={"nprobe": ivf.nlist,
+                                                        "refine_k_factor": max(16, params.refine_k_factor)}))
     best = (params, 0.0)
     for p in candidates:
         r = recall(p)

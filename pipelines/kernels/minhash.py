@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 from scipy.integrate import quad
 
+from pipelines.config import DedupConfig
 from pipelines.kernels import _minhash_jit as _jit
 
 MERSENNE_PRIME = np.uint64((1 << 61) - 1)
@@ -176,15 +177,18 @@ def estimated_jaccard(a: bytes | None, b: bytes | None) -> float | None:
     return float(np.mean(np.frombuffer(a, dtype="<u4") == np.frombuffer(b, dtype="<u4")))
 
 
-def signature_batch(batch: pa.RecordBatch, *, ngram: int, num_perm: int, seed: int,
-                    bands: int, rows: int) -> pa.RecordBatch:
+def signature_batch(batch: pa.RecordBatch, params: DedupConfig) -> pa.RecordBatch:
     """``(doc_id, text)`` batch → one :data:`INDEX_SCHEMA` row per document.
 
-    Word ``ngram`` shingles → MinHash signature (``num_perm`` permutations, ``seed``; Broder 1997)
-    → ``bands`` LSH band hashes of ``rows`` values each (Leskovec et al., *Mining of Massive
-    Datasets*, ch. 3). A document with no shingles (empty normalized text) keeps its row, with a
-    null signature and no band hashes: it can be an exact duplicate, never a near one.
+    ``params`` is the ``dedup`` config section: word ``ngram`` shingles → MinHash signature
+    (``num_perm`` permutations, ``seed``; Broder 1997) → LSH band hashes, ``bands`` of ``rows``
+    values each as :func:`optimal_bands_rows` picks them for ``threshold`` (Leskovec et al.,
+    *Mining of Massive Datasets*, ch. 3). A document with no shingles (empty normalized text)
+    keeps its row, with a null signature and no band hashes: it can be an exact duplicate, never
+    a near one.
     """
+    ngram, num_perm, seed = params.ngram, params.num_perm, params.seed
+    bands, rows = optimal_bands_rows(params.threshold, num_perm)
     doc_ids = batch.column("doc_id").to_pylist()
     shingle_sets = [word_shingles(text or "", ngram) for text in batch.column("text").to_pylist()]
     hashed = [i for i, s in enumerate(shingle_sets) if s]

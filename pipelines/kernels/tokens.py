@@ -24,7 +24,6 @@ import itertools
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -32,6 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tokenizers import Tokenizer
+
+from pipelines.config import TokenizeConfig
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _SEPARATOR_CANDIDATES = ("<|endoftext|>", "</s>", "<eos>", "[SEP]")
@@ -97,20 +98,16 @@ def _first_token_id(tok: Tokenizer, candidates: Iterable[str]) -> int | None:
     return None
 
 
-@dataclass(frozen=True)
-class PackParams:
-    tokenizer: str = "default"
-    seq_len: int = 2048
-    separator_token: str | None = None
-
-    def ids(self) -> tuple[int, int]:
-        """``(separator_id, pad_id)``; raises ValueError when the tokenizer has no separator."""
-        tok = load_tokenizer(self.tokenizer)
-        sep = tok.token_to_id(self.separator_token) if self.separator_token else _first_token_id(tok, _SEPARATOR_CANDIDATES)
-        if sep is None:
-            raise ValueError(f"tokenizer {self.tokenizer!r} has no separator token; set tokenize.separator_token")
-        pad = _first_token_id(tok, _PAD_CANDIDATES)
-        return sep, (sep if pad is None else pad)
+def separator_ids(params: TokenizeConfig) -> tuple[int, int]:
+    """``(separator_id, pad_id)`` of ``params.tokenizer``: ``params.separator_token``, else its first
+    EOS/SEP-like token; padding is its pad token, else the separator. Raises ValueError when the
+    tokenizer has no separator, and what :func:`load_tokenizer` raises."""
+    tok = load_tokenizer(params.tokenizer)
+    sep = tok.token_to_id(params.separator_token) if params.separator_token else _first_token_id(tok, _SEPARATOR_CANDIDATES)
+    if sep is None:
+        raise ValueError(f"tokenizer {params.tokenizer!r} has no separator token; set tokenize.separator_token")
+    pad = _first_token_id(tok, _PAD_CANDIDATES)
+    return sep, (sep if pad is None else pad)
 
 
 def encode_ids(tok: Tokenizer, texts: list[str]) -> list[list[int]]:
@@ -131,7 +128,7 @@ def _list_array(offsets: np.ndarray, values: pa.Array) -> pa.ListArray:
 class _GroupPacker:
     """Packs one group's documents, in the order given, into rows of ``seq_len + 1`` tokens."""
 
-    def __init__(self, group: int, params: PackParams, sep: int, pad: int):
+    def __init__(self, group: int, params: TokenizeConfig, sep: int, pad: int):
         self.group, self.params, self.sep, self.pad = group, params, sep, pad
         self.size = params.seq_len + 1
         self.carry = np.empty(0, np.int32)   # tokens not yet in an emitted sequence
@@ -191,8 +188,10 @@ class _GroupPacker:
         return batch
 
 
-def pack_batches(batches: Iterable[pa.RecordBatch], params: PackParams) -> Iterator[pa.RecordBatch]:
+def pack_batches(batches: Iterable[pa.RecordBatch], params: TokenizeConfig) -> Iterator[pa.RecordBatch]:
     """``(pack_group, doc_id, text)`` batches sorted by ``(pack_group, doc_id)`` → sequences.
+
+    ``params`` is the ``tokenize`` config section (``tokenizer``, ``seq_len``, ``separator_token``).
 
     Yields :data:`SEQUENCE_SCHEMA` batches (``input_ids``: int32[seq_len + 1] per row). A null
     text is tokenized as the empty string (it still gets its separator). Raises ValueError if
@@ -200,7 +199,7 @@ def pack_batches(batches: Iterable[pa.RecordBatch], params: PackParams) -> Itera
     tokenizer has no separator token.
     """
     tok = load_tokenizer(params.tokenizer)
-    sep, pad = params.ids()
+    sep, pad = separator_ids(params)
     packer: _GroupPacker | None = None
     last_key: tuple[int, str] | None = None
 

@@ -18,6 +18,9 @@ exactly one place:
 
 :func:`parse_files_to_batches` is what the engines call: an iterator of ``pyarrow.RecordBatch``
 with :data:`ROW_SCHEMA`, one row per document/quarantine record plus one ``summary`` row per file.
+Its ``limits`` is the ``ingest`` config section as it is (:class:`~pipelines.config.IngestConfig`:
+``max_payload_bytes``, ``max_text_chars``, ``min_text_chars``, ``html_content_types``,
+``generic_content_types``, ``extractor``; the other keys are the stage's).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from fastwarc.warc import ArchiveIterator, WarcRecordType
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.encoding import bytes_to_str, detect_encoding
 
+from pipelines.config import IngestConfig
 from pipelines.kernels import mime, urls
 
 REASONS = {
@@ -85,17 +89,6 @@ ROW_SCHEMA = pa.schema([
     ("reason", pa.string()),
     ("detail", pa.string()),
 ])
-
-
-@dataclass(frozen=True)
-class IngestLimits:
-    """Caps from ``ingest`` config: bytes for payloads, characters for text."""
-    max_payload_bytes: int = 10 * 1024 * 1024
-    max_text_chars: int = 1_000_000
-    min_text_chars: int = 1
-    html_content_types: tuple[str, ...] = mime.HTML_CONTENT_TYPES
-    generic_content_types: tuple[str, ...] = mime.GENERIC_CONTENT_TYPES
-    extractor: str = "resiliparse"   # resiliparse | trafilatura
 
 
 @dataclass
@@ -214,7 +207,7 @@ def _quarantine(row: dict, reason: str, detail: str | None = None) -> dict:
     return {**row, "kind": "quarantine", "reason": reason, "detail": detail}
 
 
-def _read_payload(record, limits: IngestLimits) -> tuple[bytes | None, dict | None]:
+def _read_payload(record, limits: IngestConfig) -> tuple[bytes | None, dict | None]:
     """``(payload, None)``, or ``(None, (reason, detail))`` when it is over the cap or shorter than declared."""
     payload = record.reader.read(limits.max_payload_bytes + 1)
     if len(payload) > limits.max_payload_bytes:
@@ -226,7 +219,7 @@ def _read_payload(record, limits: IngestLimits) -> tuple[bytes | None, dict | No
     return payload, None
 
 
-def _response_row(row: dict, record, limits: IngestLimits) -> dict | None:
+def _response_row(row: dict, record, limits: IngestConfig) -> dict | None:
     """A response record → document/quarantine row, or None when it is skipped (dns:)."""
     if (row["url"] or "").startswith("dns:"):
         return None
@@ -241,7 +234,7 @@ def _response_row(row: dict, record, limits: IngestLimits) -> dict | None:
     return _html_row(row, record, record.http_charset, limits)
 
 
-def _html_row(row: dict, record, charset: str | None, limits: IngestLimits) -> dict:
+def _html_row(row: dict, record, charset: str | None, limits: IngestConfig) -> dict:
     """Read the payload; HTML (declared or sniffed) becomes a document, anything else is quarantined."""
     payload, problem = _read_payload(record, limits)
     if problem:
@@ -258,7 +251,7 @@ def _html_row(row: dict, record, charset: str | None, limits: IngestLimits) -> d
     return _text_row(row, extract_text(html, limits.extractor), limits)
 
 
-def _resource_row(row: dict, record, limits: IngestLimits) -> dict:
+def _resource_row(row: dict, record, limits: IngestConfig) -> dict:
     """A WARC ``resource`` record (no HTTP header; the WARC ``Content-Type`` describes the block):
     HTML becomes a document as a response's would."""
     _with_url_columns(row)
@@ -268,7 +261,7 @@ def _resource_row(row: dict, record, limits: IngestLimits) -> dict:
     return _html_row(row, record, charset.group(1) if charset else None, limits)
 
 
-def _text_row(row: dict, text: str, limits: IngestLimits) -> dict:
+def _text_row(row: dict, text: str, limits: IngestConfig) -> dict:
     text = text.strip()
     if len(text) < max(limits.min_text_chars, 1):
         return _quarantine(row, "empty_text", f"{len(text)} chars")
@@ -278,7 +271,7 @@ def _text_row(row: dict, text: str, limits: IngestLimits) -> dict:
     return row
 
 
-def _conversion_row(row: dict, record, limits: IngestLimits) -> dict:
+def _conversion_row(row: dict, record, limits: IngestConfig) -> dict:
     """WET conversion record: the block is already extracted UTF-8 text."""
     _with_url_columns(row)
     payload, problem = _read_payload(record, limits)
@@ -290,7 +283,7 @@ def _conversion_row(row: dict, record, limits: IngestLimits) -> dict:
     return _text_row(row, payload.decode("utf-8", errors="replace"), limits)
 
 
-def parse_warc_stream(stream, source_file: str, limits: IngestLimits = IngestLimits()) -> FileResult:
+def parse_warc_stream(stream, source_file: str, limits: IngestConfig = IngestConfig()) -> FileResult:
     """Parse one WARC/WET byte stream (gzip or plain) into rows. Never raises on bad input."""
     result = FileResult()
     seen: dict[str, int] = {}   # doc_id -> offset of its first record in this file
@@ -390,7 +383,7 @@ def _decompress_to_end(stream_factory, offset: int) -> None:
                 pass
 
 
-def parse_warc_file(path: str, limits: IngestLimits = IngestLimits()) -> FileResult:
+def parse_warc_file(path: str, limits: IngestConfig = IngestConfig()) -> FileResult:
     """Parse a local path or fsspec URL (``s3://``, ``https://``). Raises only if it cannot be opened."""
     def opener():
         return fsspec.open(path, "rb").open()
@@ -426,7 +419,7 @@ def summary_row(path: str, result: FileResult) -> dict:
                                   "bytes": result.bytes_read, "sha256": result.sha256}, sort_keys=True)}
 
 
-def parse_files_to_batches(paths: Iterable[str], limits: IngestLimits = IngestLimits(),
+def parse_files_to_batches(paths: Iterable[str], limits: IngestConfig = IngestConfig(),
                            batch_rows: int = 256) -> Iterator[pa.RecordBatch]:
     """Parse files one after another; yield :data:`ROW_SCHEMA` batches of at most ``batch_rows``."""
     for path in paths:

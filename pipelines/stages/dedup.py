@@ -197,8 +197,7 @@ def _exact_clusters(new: DataFrame, old: DataFrame, old_docs: DataFrame, keep_co
 def _signatures(ctx: StageContext, docs: DataFrame, cfg: DedupConfig, bands: int, rows: int):
     """(persisted :data:`INDEX_SCHEMA`-shaped rows of ``docs``, accumulator of documents hashed)."""
     counter = ctx.spark.sparkContext.accumulator(0)
-    kernel = partial(_signatures_partition, counter=counter, ngram=cfg.ngram, num_perm=cfg.num_perm,
-                     seed=cfg.seed, bands=bands, rows=rows)
+    kernel = partial(_signatures_partition, counter=counter, params=cfg)   # bands x rows: the kernel's, from cfg
     signatures = docs.select("doc_id", "text").mapInArrow(kernel, from_arrow_schema(INDEX_SCHEMA)).persist()
     signatures.count()  # materialize once: every later use reads the cache
     return signatures, counter

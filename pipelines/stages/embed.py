@@ -19,19 +19,10 @@ from functools import partial
 
 from pyspark.sql import functions as F
 
-from pipelines.config import EmbedConfig
-from pipelines.kernels.embed import EmbedParams, ModelRef, embed_batch, resolve_model
+from pipelines.kernels.embed import EmbedParams, embed_batch
 from pipelines.stage import StageContext, StageResult
 from pipelines.lake import sql_string
 from schemas.catalog import GOLD_EMBEDDINGS, SILVER_DOCUMENTS_CLEAN
-
-
-def embed_params(cfg: EmbedConfig, ref: ModelRef | None = None) -> EmbedParams:
-    return EmbedParams(
-        model=cfg.model, model_revision=ref.revision if ref else None, device=cfg.device,
-        precision=cfg.precision, tokens_per_batch=cfg.tokens_per_batch, max_batch_size=cfg.max_batch_size,
-        overlap=cfg.chunk_overlap_tokens, max_chunk_tokens=cfg.max_chunk_tokens, compile=cfg.compile,
-    )
 
 
 def revision_predicate(params: EmbedParams, alias: str = "") -> str:
@@ -55,7 +46,7 @@ def _embed_partition(batches, params: EmbedParams):
 
 def run(ctx: StageContext) -> StageResult:
     lake, cfg = ctx.lake, ctx.cfg.embed
-    params = embed_params(cfg, resolve_model(cfg.model))  # resolved once, on the driver
+    params = EmbedParams.resolve(cfg)  # the embed section, and its model's revision resolved once, on the driver
     mine = revision_predicate(params)
     upgrade_schema(lake)
     if cfg.engine == "dask":

@@ -35,102 +35,10 @@ from pyspark.sql.types import (
 )
 
 from pipelines.lake import commits as delta_files
-from pipelines.config import ConfigError, FilterConfig
-from pipelines.kernels.filters import (
-    C4Params,
-    FilterParams,
-    FineWebParams,
-    GopherParams,
-    GopherRepetitionParams,
-    PiiParams,
-    UrlParams,
-    bad_words_pattern,
-    filter_batch,
-    funnel,
-    load_domain_blocklist,
-    load_url_blocklist,
-    load_word_list,
-    preset_steps,
-)
-from pipelines.kernels.filters.presets import PRESETS
+from pipelines.kernels.filters import FilterParams, filter_batch, funnel
 from pipelines.stage import StageContext, StageResult, run_together
 from pipelines.lake import arrow_schema
 from schemas.catalog import SILVER_DOCUMENTS_CLEAN, SILVER_DOCUMENTS_DEDUP, SILVER_FILTER_DECISIONS
-
-
-def _read_lists(key: str, paths: list[str], loader) -> frozenset[str]:
-    out: set[str] = set()
-    for path in paths:
-        try:
-            out |= loader(path)
-        except OSError as exc:
-            raise ConfigError(f"bad value for config key {key!r}: cannot read {path!r}: {exc}") from None
-    return frozenset(out)
-
-
-def filter_params(cfg: FilterConfig) -> FilterParams:
-    """The kernel's parameters for ``cfg``: the preset's rules, each rule's ``enabled`` overriding it.
-
-    Blocklists and bad-words lists are read here, on the driver, and travel to the executors with
-    the parameters. Raises :class:`ConfigError` (naming the key) when a list file cannot be read.
-    """
-    steps = preset_steps(cfg.preset)
-    unsegmented = tuple(cfg.unsegmented_languages)
-
-    def on(step: str, enabled: bool | None) -> bool:
-        return step in steps if enabled is None else enabled
-
-    url = None
-    if on("url", cfg.url.enabled):
-        url = UrlParams(
-            blocked_domains=_read_lists("filter.url.domain_blocklists", cfg.url.domain_blocklists,
-                                        load_domain_blocklist),
-            blocked_urls=_read_lists("filter.url.url_blocklists", cfg.url.url_blocklists, load_url_blocklist),
-            adult_keywords=cfg.url.adult_keywords, soft_word_threshold=cfg.url.soft_word_threshold)
-    repetition = None
-    if on("gopher_repetition", cfg.gopher_repetition.enabled):
-        r = cfg.gopher_repetition
-        repetition = GopherRepetitionParams(
-            dup_line_frac=r.dup_line_frac, dup_para_frac=r.dup_para_frac, dup_line_char_frac=r.dup_line_char_frac,
-            dup_para_char_frac=r.dup_para_char_frac, top_n_grams=tuple(sorted(r.top_n_grams.items())),
-            dup_n_grams=tuple(sorted(r.dup_n_grams.items())), unsegmented_languages=unsegmented)
-    gopher = None
-    if on("gopher_quality", cfg.gopher.enabled):
-        g = cfg.gopher.model_dump()
-        g.pop("enabled")
-        g["unsegmented_languages"] = tuple(g["unsegmented_languages"]) or unsegmented
-        gopher = GopherParams(**g)
-    c4 = None
-    if on("c4", cfg.c4.enabled):
-        c = cfg.c4.model_dump()
-        c.pop("enabled")
-        paths = c.pop("bad_words_paths")
-        if c["filter_no_terminal_punct"] is None:
-            c["filter_no_terminal_punct"] = PRESETS[cfg.preset]["c4_filter_no_terminal_punct"]
-        bad_words = {}
-        for lang, path in paths.items():
-            try:
-                pattern = bad_words_pattern(load_word_list(path), lang)
-            except OSError as exc:
-                raise ConfigError(f"bad value for config key 'filter.c4.bad_words_paths.{lang}': "
-                                  f"cannot read {path!r}: {exc}") from None
-            if pattern is not None:
-                bad_words[lang] = pattern
-        c4 = C4Params(**c, bad_words=bad_words, unsegmented_languages=unsegmented)
-    fineweb = None
-    if on("fineweb", cfg.fineweb.enabled):
-        f = cfg.fineweb.model_dump()
-        f.pop("enabled")
-        fineweb = FineWebParams(**f, unsegmented_languages=unsegmented)
-    pii = None
-    if on("pii", cfg.pii.enabled):
-        p = cfg.pii
-        pii = PiiParams(emails=p.emails, ips=p.ips, only_public_ips=p.only_public_ips,
-                        email_replacement=tuple(p.email_replacement), ipv4_replacement=tuple(p.ipv4_replacement),
-                        ipv6_replacement=tuple(p.ipv6_replacement))
-    return FilterParams(languages=tuple(cfg.languages), min_language_score=cfg.min_language_score,
-                        lid_model_path=cfg.lid_model_path, url=url, gopher_repetition=repetition, gopher=gopher,
-                        c4=c4, fineweb=fineweb, pii=pii, preset_name=cfg.preset)
 
 
 _DECISION = StructType([StructField(f.name, f.dataType, f.nullable) for f in SILVER_FILTER_DECISIONS.schema.fields])
@@ -160,7 +68,7 @@ def run(ctx: StageContext) -> StageResult:
     if docs.rdd.getNumPartitions() < cores:
         # fewer input files than cores (a small lake): a shuffle costs far less than an idle core
         docs = docs.repartition(cores)
-    params = filter_params(ctx.cfg.filter)
+    params = FilterParams.from_config(ctx.cfg.filter)   # the rules, their lists read here on the driver
     steps = params.steps()
     roots = {kind: lake.direct_location(spec) for kind, spec in OUTPUTS.items()}
     if all(roots.values()):

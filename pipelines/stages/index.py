@@ -27,19 +27,12 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from pipelines.config import Config, IndexConfig
-from pipelines.kernels.embed import EmbedParams, resolve_model
-from pipelines.kernels.index import IndexParams
+from pipelines.kernels.embed import EmbedParams
 from pipelines.stage import StageContext, StageResult
-from pipelines.stages.embed import embed_params, revision_predicate
+from pipelines.stages.embed import revision_predicate
 from schemas.catalog import GOLD_EMBEDDINGS, GOLD_INDEX_MANIFEST
 
 ROW_MAP_COLUMNS = ("doc_id", "chunk_id", "char_start", "char_end")
-
-
-def index_params(cfg: IndexConfig) -> IndexParams:
-    return IndexParams(type=cfg.type, hnsw_m=cfg.hnsw_m, ef_construction=cfg.ef_construction, ef_search=cfg.ef_search,
-                       nlist=cfg.nlist, pq_m=cfg.pq_m, nbits=cfg.nbits, nprobe=cfg.nprobe,
-                       refine_k_factor=cfg.refine_k_factor, train_sample=cfg.train_sample, seed=cfg.seed)
 
 
 def index_dir(cfg: Config, params: EmbedParams) -> str:
@@ -60,7 +53,7 @@ def shard_uri(root: str, path: str) -> str:
     return path if "://" in path or path.startswith("/") else f"{root.rstrip('/')}/{path}"
 
 
-def _build_shard(table: pa.Table, *, directory: str, params: IndexParams, target_recall: float, fingerprints: dict,
+def _build_shard(table: pa.Table, *, directory: str, params: IndexConfig, target_recall: float, fingerprints: dict,
                  version: int) -> pa.Table:
     """One shard's rows → its files, and its manifest row (runs in a Spark Python worker)."""
     import fsspec
@@ -97,8 +90,8 @@ def run(ctx: StageContext) -> StageResult:
     import fsspec
 
     lake, cfg = ctx.lake, ctx.cfg
-    emb_params = embed_params(cfg.embed, resolve_model(cfg.embed.model))
-    params = index_params(cfg.index)
+    emb_params = EmbedParams.resolve(cfg.embed)
+    params = cfg.index   # the kernel takes the index section as it is
     mine = revision_predicate(emb_params)
     version = lake.version(GOLD_EMBEDDINGS) or 0
     directory = index_dir(cfg, emb_params)

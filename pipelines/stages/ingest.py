@@ -40,7 +40,7 @@ from rich.console import Console
 from pipelines import quality
 from pipelines.lake import commits as delta_files
 from pipelines.config import IngestConfig
-from pipelines.kernels.warc import ROW_SCHEMA, IngestLimits, duplicate_detail, parse_files_to_batches
+from pipelines.kernels.warc import ROW_SCHEMA, duplicate_detail, parse_files_to_batches
 from pipelines.stage import StageContext, StageResult, run_together
 from pipelines.lake import arrow_schema, sql_list
 from schemas.catalog import BRONZE_DOCUMENTS, BRONZE_QUARANTINE, OPS_INGEST_LOG
@@ -107,19 +107,13 @@ def _fingerprint(path: str) -> tuple[int, float]:
     return int(info.get("size") or 0), float(mtime)
 
 
-def _parse_partition(batches, limits: IngestLimits):
+def _parse_partition(batches, limits: IngestConfig):
     for batch in batches:
         yield from parse_files_to_batches(batch.column("path").to_pylist(), limits)
 
 
-def _limits(cfg: IngestConfig) -> IngestLimits:
-    return IngestLimits(max_payload_bytes=cfg.max_payload_bytes, max_text_chars=cfg.max_text_chars,
-                        min_text_chars=cfg.min_text_chars, html_content_types=tuple(cfg.html_content_types),
-                        generic_content_types=tuple(cfg.generic_content_types), extractor=cfg.extractor)
-
-
 def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[int, float]],
-                  committed_at: dict[str, datetime], limits: IngestLimits) -> dict[str, dict]:
+                  committed_at: dict[str, datetime], limits: IngestConfig) -> dict[str, dict]:
     """Parse, audit and publish one commit batch of files; returns each file's summary."""
     # largest first: the tasks start in this order, so the cores finish together (LPT)
     files = sorted(files, key=lambda f: -prints[f][0])
@@ -211,7 +205,7 @@ OUTPUTS = {"documents": BRONZE_DOCUMENTS, "quarantine": BRONZE_QUARANTINE}
 AUDIT_CHUNK_ROWS = 20_000
 
 
-def _write_partition(batches, *, limits: IngestLimits, roots: dict[str, str], stats: dict[str, list[str]]):
+def _write_partition(batches, *, limits: IngestConfig, roots: dict[str, str], stats: dict[str, list[str]]):
     """A task: parse each file and write its documents and quarantine rows as one Parquet file each
     (named by the file's source key) into the tables' folders, and run the ``bronze.documents``
     suite on the documents; yields one ``(source_file, detail)`` row per file, ``detail`` the
@@ -273,7 +267,7 @@ def _set_aside(written: delta_files.Uncommitted, roots: dict[str, str], repeated
             written.adds[kind].append(delta_files.DataFile.from_json(add))
 
 
-def _ingest_with_deltalake(ctx: StageContext, files: list[str], precedence: list[str], limits: IngestLimits,
+def _ingest_with_deltalake(ctx: StageContext, files: list[str], precedence: list[str], limits: IngestConfig,
                            roots: dict[str, str]) -> dict[str, dict]:
     """Tasks write and audit the files' rows; the driver sets repeated records aside, gates, then
     commits each table with deltalake (add actions, and remove actions for the files' earlier
@@ -317,7 +311,7 @@ def _ingest_with_deltalake(ctx: StageContext, files: list[str], precedence: list
 
 
 def _ingest_with_spark(ctx: StageContext, files: list[str], precedence: list[str],
-                       limits: IngestLimits) -> dict[str, dict]:
+                       limits: IngestConfig) -> dict[str, dict]:
     """Parse into Spark's cache, audit, and publish with Spark's Delta writer (catalog mode,
     object stores); returns each file's summary."""
     spark, lake = ctx.spark, ctx.lake
@@ -365,7 +359,7 @@ def run(ctx: StageContext, inputs: list[str]) -> StageResult:
     prints = {f: _fingerprint(f) for f in files}
     todo = [f for f in files if committed.get(f) != prints[f]]
     console = Console(stderr=True)
-    limits = _limits(cfg)
+    limits = cfg   # the kernel takes the ingest section as it is
 
     summaries: dict[str, dict] = {}
     started = time.perf_counter()

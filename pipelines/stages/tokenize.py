@@ -25,7 +25,8 @@ import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
 from pipelines.lake import commits as delta_files
-from pipelines.kernels.tokens import DOCUMENT_TOKENS_SCHEMA, SEQUENCE_SCHEMA, PackParams, document_rows, pack_batches
+from pipelines.config import TokenizeConfig
+from pipelines.kernels.tokens import DOCUMENT_TOKENS_SCHEMA, SEQUENCE_SCHEMA, document_rows, pack_batches, separator_ids
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import GOLD_DOCUMENT_TOKENS, GOLD_TOKEN_SEQUENCES, SILVER_DOCUMENTS_CLEAN
 
@@ -36,8 +37,8 @@ COUNTS = ("documents_in", "sequences", "tokens", "documents", "document_tokens")
 
 def run(ctx: StageContext) -> StageResult:
     lake, cfg = ctx.lake, ctx.cfg.tokenize
-    params = PackParams(tokenizer=cfg.tokenizer, seq_len=cfg.seq_len, separator_token=cfg.separator_token)
-    params.ids()  # fail on the driver, before any task, if the tokenizer is unusable
+    params = cfg   # the kernel takes the tokenize section as it is
+    separator_ids(params)  # fail on the driver, before any task, if the tokenizer is unusable
     docs = lake.read(SILVER_DOCUMENTS_CLEAN)
     grouped = (docs.select("doc_id", "text")
                .withColumn("pack_group", F.pmod(F.xxhash64("doc_id"), F.lit(cfg.pack_groups)).cast("int"))
@@ -57,7 +58,7 @@ def run(ctx: StageContext) -> StageResult:
     )
 
 
-def _pack_to_files(batches, *, params: PackParams, roots: dict[str, str], stats: dict[str, list[str]]):
+def _pack_to_files(batches, *, params: TokenizeConfig, roots: dict[str, str], stats: dict[str, list[str]]):
     """A task: pack its groups' documents (:func:`pack_batches`) and write the sequences and their
     :func:`document_rows` as one Parquet file each into the two tables' folders. Yields one row:
     JSON of the counts and each written file's Delta add action."""
@@ -81,7 +82,7 @@ def _pack_to_files(batches, *, params: PackParams, roots: dict[str, str], stats:
     yield pa.RecordBatch.from_pydict({"detail": [json.dumps(detail)]})
 
 
-def _write_with_deltalake(lake, grouped, params: PackParams, roots: dict[str, str]) -> dict[str, int]:
+def _write_with_deltalake(lake, grouped, params: TokenizeConfig, roots: dict[str, str]) -> dict[str, int]:
     """Tasks write both tables' files; the driver replaces each table's files with them in one
     deltalake commit (no row passes through the JVM, nothing is read back). Written files no
     commit names are removed if a commit fails."""
@@ -92,7 +93,7 @@ def _write_with_deltalake(lake, grouped, params: PackParams, roots: dict[str, st
     return {key: sum(d["counts"][key] for d in details) for key in COUNTS}
 
 
-def _write_with_spark(ctx: StageContext, grouped, params: PackParams) -> dict[str, int]:
+def _write_with_spark(ctx: StageContext, grouped, params: TokenizeConfig) -> dict[str, int]:
     """Spark's Delta writer for both tables (catalog mode, object stores); the document rows are
     read back out of the sequences, so every document is tokenized once."""
     lake = ctx.lake

@@ -15,10 +15,11 @@ import pyarrow as pa
 import pytest
 from conftest import lake_config, read_table, real_file
 
+from pipelines.config import EmbedConfig
 from pipelines.kernels.embed import (EmbedParams, ModelRef, chunk_documents, embed_batch, load_model, plan_batches,
                                      resolve_model)
 
-CPU = EmbedParams(device="cpu")
+CPU = EmbedParams(EmbedConfig(device="cpu"))
 
 
 def with_inputs(cfg, *names):
@@ -41,7 +42,7 @@ def test_auto_compile_switches_after_the_token_threshold_and_keeps_the_vectors(m
     assert len(chunks) >= 4
     eager = load_model("default", "cpu", "auto")
     want = eager.encode(chunks, normalize_embeddings=True, batch_size=32)
-    auto = EmbedParams(device="cpu", compile="auto")
+    auto = EmbedParams(EmbedConfig(device="cpu", compile="auto"))
     monkeypatch.setattr(kernel, "_tokens_embedded", 0)
     monkeypatch.setattr(kernel, "AUTO_COMPILE_AFTER_TOKENS", int(lengths.sum()))
     assert kernel._forward(auto, on_gpu=False) is eager
@@ -54,9 +55,9 @@ def test_auto_compile_switches_after_the_token_threshold_and_keeps_the_vectors(m
     assert not kernel._compile_failed
     np.testing.assert_allclose(first, want, atol=1e-5)
     np.testing.assert_allclose(compiled, want, atol=1e-5)
-    assert kernel._forward(EmbedParams(device="cpu", compile=False), on_gpu=False) is eager
+    assert kernel._forward(EmbedParams(EmbedConfig(device="cpu", compile=False)), on_gpu=False) is eager
     with pytest.raises(ValueError, match="compile"):
-        kernel._forward(EmbedParams(device="cpu", compile="yes"), on_gpu=False)
+        kernel._forward(EmbedParams(EmbedConfig(device="cpu", compile="yes")), on_gpu=False)
 
 
 # -- stage -----------------------------------------------------------------------------------------
@@ -176,7 +177,7 @@ def test_dask_engine_writes_the_same_vectors_as_spark(spark, lake, tmp_path):
 
     cfg, lake_, _ = lake
     out = str(tmp_path / "embeddings")
-    params = EmbedParams(device="cpu", model_revision=resolve_model("default").revision)
+    params = EmbedParams(EmbedConfig(device="cpu"), resolve_model("default").revision)
     counts = embed_table(lake_.location(SILVER_DOCUMENTS_CLEAN), out, params, workers=2)
     assert counts["documents_embedded"] == counts["documents"] == lake_.read(SILVER_DOCUMENTS_CLEAN).count()
     dask_rows = DeltaTable(out).to_pyarrow_table().to_pylist()

@@ -58,13 +58,12 @@ def test_user_blocklist_and_languages(filtered):
 
 def test_clean_text_is_the_kernels_output(filtered):
     from pipelines.config import load_config
-    from pipelines.kernels.filters import filter_batch
-    from pipelines.stages.filter import filter_params
+    from pipelines.kernels.filters import FilterParams, filter_batch
 
     docs, clean, _, _, _ = filtered
     batch = pa.RecordBatch.from_pylist([{k: d[k] for k in ("doc_id", "url", "host", "text", "http_status")}
                                         for d in docs.values()])
-    local = filter_batch(batch, filter_params(load_config("local").filter)).to_pylist()
+    local = filter_batch(batch, FilterParams.from_config(load_config("local").filter)).to_pylist()
     kept = {r["doc_id"]: r["text"] for r in local if r["filter_kept"]}
     kept.pop(next(i for i, d in docs.items() if d["url"] == "http://01spb.ru/company/"), None)  # blocklisted there
     assert {i: c["text"] for i, c in clean.items()} == kept

@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 from conftest import lake_config, read_table, real_file
 
-from pipelines.kernels.tokens import PackParams, count_tokens, load_tokenizer, pack_batches
+from pipelines.config import TokenizeConfig
+from pipelines.kernels.tokens import count_tokens, load_tokenizer, pack_batches, separator_ids
 
 pytestmark = pytest.mark.slow
 SEQ_LEN, GROUPS = 256, 3
@@ -72,7 +73,7 @@ def test_tokens_are_conserved_on_real_data(lake, tables):
 
 def test_sequences_are_full_except_each_groups_last_and_replay_the_documents(tables):
     clean, seqs, docs = tables
-    sep, pad = PackParams(seq_len=SEQ_LEN).ids()
+    sep, pad = separator_ids(TokenizeConfig(seq_len=SEQ_LEN))
     tok = load_tokenizer("default")
     by_group = defaultdict(list)
     for s in seqs:
@@ -140,8 +141,8 @@ def test_train_tokenizer_then_pack_with_it(spark, lake, capsys):
     # packing with it (as the tokenize stage's tasks do, given --set tokenize.tokenizer=<path>)
     clean = read_table(spark, root, "silver.documents_clean").select("doc_id", "text").orderBy("doc_id").collect()
     batch = pa.RecordBatch.from_pylist([{"pack_group": 0, "doc_id": r.doc_id, "text": r.text} for r in clean])
-    params = PackParams(tokenizer=path, seq_len=SEQ_LEN)
-    assert params.ids() == (tok.token_to_id("<|endoftext|>"), tok.token_to_id("<|padding|>"))
+    params = TokenizeConfig(tokenizer=path, seq_len=SEQ_LEN)
+    assert separator_ids(params) == (tok.token_to_id("<|endoftext|>"), tok.token_to_id("<|padding|>"))
     seqs = [row for b in pack_batches([batch], params) for row in b.to_pylist()]
     assert {s["tokenizer"] for s in seqs} == {path}
     assert sum(s["num_tokens"] for s in seqs) == sum(map(len, encoded)) + len(texts)

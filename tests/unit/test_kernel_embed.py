@@ -11,10 +11,11 @@ import pyarrow as pa
 import pytest
 from conftest import real_file
 
+from pipelines.config import EmbedConfig
 from pipelines.kernels.embed import (EmbedParams, ModelRef, chunk_documents, embed_batch, load_model, plan_batches,
                                      resolve_model)
 
-CPU = EmbedParams(device="cpu")
+CPU = EmbedParams(EmbedConfig(device="cpu"))
 
 
 # -- kernel ----------------------------------------------------------------------------------------
@@ -34,7 +35,7 @@ def test_plan_batches_covers_every_row_once_within_the_token_budget():
 
 def test_chunks_cover_the_text_in_overlapping_windows_of_at_most_the_model_length():
     text = " ".join(f"word{i}" for i in range(2000))
-    params = EmbedParams(device="cpu", max_chunk_tokens=100, overlap=20)
+    params = EmbedParams(EmbedConfig(device="cpu", max_chunk_tokens=100, chunk_overlap_tokens=20))
     doc_index, spans = chunk_documents([text, "", "short text"], params)
     assert set(doc_index.tolist()) == {0, 2}  # an empty text has no chunks
     first = [s for d, s in zip(doc_index, spans) if d == 0]
@@ -48,7 +49,7 @@ def test_chunks_cover_the_text_in_overlapping_windows_of_at_most_the_model_lengt
 
 def test_overlap_not_smaller_than_window_is_an_error():
     with pytest.raises(ValueError, match="overlap"):
-        chunk_documents(["some text " * 50], EmbedParams(device="cpu", max_chunk_tokens=16, overlap=16))
+        chunk_documents(["some text " * 50], EmbedParams(EmbedConfig(device="cpu", max_chunk_tokens=16, chunk_overlap_tokens=16)))
 
 
 def test_embed_batch_rows_match_sentence_transformers_on_real_pages():
@@ -97,7 +98,7 @@ def test_a_model_that_gives_nan_vectors_is_an_error(tmp_path):
     weights[name][0, 0] = float("nan")  # one weight, as an fp16 overflow would leave it
     save_file(weights, broken / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(FloatingPointError, match="2 of 2 embedding vectors are not finite"):
-        encode_chunks(["a first chunk", "a second chunk"], None, EmbedParams(model=str(broken), device="cpu"))
+        encode_chunks(["a first chunk", "a second chunk"], None, EmbedParams(EmbedConfig(model=str(broken), device="cpu")))
 
 
 def test_precision_other_than_fp32_on_cpu_is_an_error():

@@ -6,10 +6,11 @@ import pyarrow as pa
 import pytest
 from conftest import real_file
 
-from pipelines.kernels.filters import FilterParams, GopherParams, decide_batch, gopher_measures
+from pipelines.config import GopherConfig
+from pipelines.kernels.filters import FilterParams, decide_batch, gopher_measures
 from pipelines.kernels.warc import parse_warc_file
 
-P = GopherParams()
+P = GopherConfig()
 GOOD = ("The history of the lighthouse is a story of people and of light that had to be kept burning "
         "with care through every night of the year. ") * 5
 

@@ -3,16 +3,17 @@
 import pytest
 from _filter_texts import PROSE
 
-from pipelines.kernels.filters import C4Params, FineWebParams, bad_words_pattern, c4_apply, fineweb_measures, load_word_list
+from pipelines.config import C4Config, FineWebConfig
+from pipelines.kernels.filters import bad_words_pattern, c4_apply, fineweb_measures, load_word_list
 
-C4 = C4Params()
-FW = FineWebParams()
+C4 = C4Config()
+FW = FineWebConfig()
 SENTENCES = ("The harbour was quiet that morning. Gulls circled over the boats. A ferry sounded its horn. "
              "Fishermen mended their nets. The tide turned at noon.")   # 5 sentences on one line
 
 
-def c4(text, lang="en", p=C4):
-    new_text, measures = c4_apply(text, lang, p)
+def c4(text, lang="en", p=C4, bad_words=None):
+    new_text, measures = c4_apply(text, lang, p, bad_words)
     return new_text, {m.filter: m for m in measures}
 
 
@@ -33,7 +34,7 @@ def test_terminal_punctuation_line_rule(line, kept):
 
 
 def test_fineweb_recipe_keeps_lines_without_terminal_punctuation():
-    text, m = c4(SENTENCES + "\nA heading without punctuation", p=C4Params(filter_no_terminal_punct=False))
+    text, m = c4(SENTENCES + "\nA heading without punctuation", p=C4Config(filter_no_terminal_punct=False))
     assert "A heading without punctuation" in text and m["c4_lines_removed"].value == 0
 
 
@@ -129,19 +130,19 @@ def bad_words(tmp_path):
     (" He said Foo Bar twice.", False),
 ])
 def test_bad_words(bad_words, extra, passed):
-    p = C4Params(bad_words={"en": bad_words_pattern(bad_words, "en")})
-    _, m = c4(SENTENCES + extra, "en", p)
+    p = {"en": bad_words_pattern(bad_words, "en")}
+    _, m = c4(SENTENCES + extra, "en", bad_words=p)
     assert m["c4_bad_words"].passed is passed
 
 
 def test_bad_words_only_for_languages_with_a_list(bad_words):
-    p = C4Params(bad_words={"en": bad_words_pattern(bad_words, "en")})
-    assert "c4_bad_words" not in c4(SENTENCES + " zorblax.", "de", p)[1]
+    p = {"en": bad_words_pattern(bad_words, "en")}
+    assert "c4_bad_words" not in c4(SENTENCES + " zorblax.", "de", bad_words=p)[1]
     assert "c4_bad_words" not in c4(SENTENCES + " zorblax.")[1]       # off by default
 
 
 def test_prose_passes_c4():
-    text, m = c4(PROSE, p=C4Params(filter_no_terminal_punct=False))
+    text, m = c4(PROSE, p=C4Config(filter_no_terminal_punct=False))
     assert text == PROSE and all(x.passed for x in m.values())
 
 

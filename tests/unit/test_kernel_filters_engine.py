@@ -10,7 +10,6 @@ from conftest import real_file
 from pipelines.config import load_config
 from pipelines.kernels.filters import PRESETS, FilterParams, filter_batch, filter_document, funnel
 from pipelines.kernels.warc import parse_warc_file
-from pipelines.stages.filter import filter_params
 
 URL = "https://sea-and-stone.example/history/lighthouse-keepers"
 
@@ -22,18 +21,19 @@ URL = "https://sea-and-stone.example/history/lighthouse-keepers"
     ("minimal", ("http_status", "language", "url")),
 ])
 def test_presets_from_config_and_kernel_agree(preset, steps):
-    from_config = filter_params(load_config("local", [f"filter.preset={preset}"]).filter)
+    from_config = FilterParams.from_config(load_config("local", [f"filter.preset={preset}"]).filter)
     assert from_config.steps() == FilterParams.preset(preset).steps() == steps
     if "c4" in steps:
-        assert from_config.c4.filter_no_terminal_punct is PRESETS[preset]["c4_filter_no_terminal_punct"]
+        preset_c4 = next(rule for rule in PRESETS[preset] if rule.name == "c4")
+        assert from_config.rule("c4").config.filter_no_terminal_punct is preset_c4.config.filter_no_terminal_punct
 
 
 def test_fineweb_is_the_default_preset_and_rules_can_be_switched():
-    assert filter_params(load_config("local").filter).steps()[-1] == "pii"
+    assert FilterParams.from_config(load_config("local").filter).steps()[-1] == "pii"
     cfg = load_config("local", ["filter.preset=minimal", "filter.pii.enabled=true", "filter.url.enabled=false",
                                 "filter.c4.enabled=true", "filter.c4.filter_no_terminal_punct=false"])
-    p = filter_params(cfg.filter)
-    assert p.steps() == ("http_status", "language", "c4", "pii") and p.c4.filter_no_terminal_punct is False
+    p = FilterParams.from_config(cfg.filter)
+    assert p.steps() == ("http_status", "language", "c4", "pii") and p.rule("c4").config.filter_no_terminal_punct is False
 
 
 def test_a_good_page_passes_every_preset():

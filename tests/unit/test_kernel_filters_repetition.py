@@ -3,9 +3,10 @@
 import pytest
 from _filter_texts import PROSE, exact_length, straddle
 
-from pipelines.kernels.filters import GopherRepetitionParams, gopher_repetition_measures
+from pipelines.config import GopherRepetitionConfig
+from pipelines.kernels.filters import gopher_repetition_measures
 
-P = GopherRepetitionParams()
+P = GopherRepetitionConfig()
 
 
 def measure(text, name, lang="en"):

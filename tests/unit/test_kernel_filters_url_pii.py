@@ -2,9 +2,9 @@
 
 import pytest
 
+from pipelines.config import PiiConfig
 from pipelines.kernels.filters import (
-    PiiParams,
-    UrlParams,
+    UrlFilter,
     load_domain_blocklist,
     load_url_blocklist,
     replace_pii,
@@ -18,7 +18,7 @@ def lists(tmp_path):
         "# blocked domains\n\nblocked.example\n*.wild.example\nSHOUTY.example\n", encoding="utf-8")
     (tmp_path / "urls.txt").write_text(
         "# blocked URLs\nhttps://www.news.example/bad/page\nnews.example/section\n", encoding="utf-8")
-    return UrlParams(blocked_domains=load_domain_blocklist(tmp_path / "domains.txt"),
+    return UrlFilter(blocked_domains=load_domain_blocklist(tmp_path / "domains.txt"),
                      blocked_urls=load_url_blocklist(tmp_path / "urls.txt"))
 
 
@@ -55,9 +55,9 @@ def test_url_blocklist(lists, url, passed):
 
 
 def test_blocklist_rules_only_run_with_lists():
-    assert set(outcome("https://a.example/", UrlParams())) == {
+    assert set(outcome("https://a.example/", UrlFilter())) == {
         "url_adult_words", "url_adult_soft_words", "url_adult_subwords"}
-    assert outcome("https://a.example/", UrlParams(adult_keywords=False)) == {}
+    assert outcome("https://a.example/", UrlFilter(adult_keywords=False)) == {}
 
 
 @pytest.mark.parametrize("url,rule,passed", [
@@ -70,7 +70,7 @@ def test_blocklist_rules_only_run_with_lists():
     ("https://site.example/best-sites", "url_adult_subwords", True),
 ])
 def test_adult_keyword_heuristic(url, rule, passed):
-    assert outcome(url, UrlParams())[rule] is passed
+    assert outcome(url, UrlFilter())[rule] is passed
 
 
 # --- PII ---
@@ -82,7 +82,7 @@ def test_adult_keyword_heuristic(url, rule, passed):
     ("No address here, just an @ sign.", 0),
 ])
 def test_emails_are_replaced_and_counted(text, emails):
-    out, n_email, n_ip = replace_pii(text, PiiParams())
+    out, n_email, n_ip = replace_pii(text, PiiConfig())
     assert n_email == emails and n_ip == 0
     assert ("example.com" in out or "example.org" in out) if emails else out == text
     assert "jane" not in out.lower() and "@d.example" not in out
@@ -96,27 +96,27 @@ def test_emails_are_replaced_and_counted(text, emails):
 ])
 def test_public_ips_are_replaced_private_ones_left(ip, replaced):
     text = f"The server at {ip} answered."
-    out, _, n_ip = replace_pii(text, PiiParams())
+    out, _, n_ip = replace_pii(text, PiiConfig())
     assert (n_ip == 1) is replaced and ((ip in out) is not replaced)
 
 
 def test_times_and_versions_are_not_ips():
     text = "Doors open at 12:30:45, version 1.2.3 ships, call 555-1234."
-    assert replace_pii(text, PiiParams()) == (text, 0, 0)
+    assert replace_pii(text, PiiConfig()) == (text, 0, 0)
 
 
 def test_replacement_is_deterministic_and_configurable():
     text = "mail bob@x.example from 8.8.8.8"
-    assert replace_pii(text, PiiParams()) == replace_pii(text, PiiParams())
-    out, n_email, n_ip = replace_pii(text, PiiParams(emails=False, ipv4_replacement=("0.0.0.0",)))
+    assert replace_pii(text, PiiConfig()) == replace_pii(text, PiiConfig())
+    out, n_email, n_ip = replace_pii(text, PiiConfig(emails=False, ipv4_replacement=("0.0.0.0",)))
     assert out == "mail bob@x.example from 0.0.0.0" and (n_email, n_ip) == (0, 1)
-    out, _, n_ip = replace_pii(text, PiiParams(only_public_ips=False, ips=False))
+    out, _, n_ip = replace_pii(text, PiiConfig(only_public_ips=False, ips=False))
     assert "8.8.8.8" in out and n_ip == 0
 
 
 def test_placeholders_are_not_replaced_again():
-    once, _, _ = replace_pii("see 8.8.8.8 and 2606:4700:4700::1111", PiiParams())
-    assert replace_pii(once, PiiParams())[2] == 0
+    once, _, _ = replace_pii("see 8.8.8.8 and 2606:4700:4700::1111", PiiConfig())
+    assert replace_pii(once, PiiConfig())[2] == 0
 
 
 @pytest.mark.parametrize("text,emails,ips", [
@@ -140,7 +140,7 @@ def test_matches_at_token_and_run_edges(text, emails, ips):
         except ValueError:
             return False
 
-    _, n_email, n_ip = replace_pii(text, PiiParams(only_public_ips=False))
+    _, n_email, n_ip = replace_pii(text, PiiConfig(only_public_ips=False))
     assert (n_email, n_ip) == (emails, ips)
     whole_text = EMAIL.sub("E", text)  # the patterns on the whole text, as before the speed-up
     assert n_email == len(EMAIL.findall(text)) and n_ip == sum(map(is_address, IPV4.findall(whole_text)))
@@ -155,7 +155,7 @@ def test_span_search_equals_the_patterns_on_the_whole_text():
 
     from pipelines.kernels.filters import pii
 
-    def whole_text(text: str, p: PiiParams) -> tuple[str, int, int]:
+    def whole_text(text: str, p: PiiConfig) -> tuple[str, int, int]:
         counts = [0, 0]
 
         def sub(options, slot, only_valid):
@@ -174,7 +174,7 @@ def test_span_search_equals_the_patterns_on_the_whole_text():
 
     rng = random.Random(7)
     alphabet = "0123456789" * 3 + "....::::@abcdefxé_- \n[]{}()"
-    params = PiiParams(only_public_ips=False)
+    params = PiiConfig(only_public_ips=False)
     found = [0, 0]
     for _ in range(20_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 48)))

@@ -4,8 +4,8 @@ import faiss
 import numpy as np
 import pytest
 
+from pipelines.config import IndexConfig
 from pipelines.kernels.index import (
-    IndexParams,
     auto_nlist,
     auto_pq_m,
     build_index,
@@ -37,7 +37,7 @@ def clustered():
 @pytest.fixture(scope="module")
 def exact(clustered):
     x, q = clustered
-    index, kind = build_index(x, IndexParams(type="flat"))
+    index, kind = build_index(x, IndexConfig(type="flat"))
     assert kind == "flat"
     return search(index, q, 10)
 
@@ -46,7 +46,7 @@ def exact(clustered):
 def built(clustered):
     """One index per type at default parameters, built once (IVF-PQ training is the slow part)."""
     x, _ = clustered
-    return {kind: build_index(x, IndexParams(type=kind)) for kind in ("flat", "hnsw", "ivfpq")}
+    return {kind: build_index(x, IndexConfig(type=kind)) for kind in ("flat", "hnsw", "ivfpq")}
 
 
 def brute_force(x, q, k):
@@ -79,7 +79,7 @@ def test_approximate_recall_at_10(clustered, exact, built, kind):
 
 def test_ivfpq_without_refine_still_searches(clustered, exact):
     x, q = clustered
-    index, built_type = build_index(x, IndexParams(type="ivfpq", refine_k_factor=0, nlist=64, pq_m=8, nbits=6))
+    index, built_type = build_index(x, IndexConfig(type="ivfpq", refine_k_factor=0, nlist=64, pq_m=8, nbits=6))
     assert built_type == "ivfpq" and isinstance(index, faiss.IndexIVFPQ)  # no IndexRefineFlat wrapper
     _, ids = search(index, q, 10)
     # 8 x 6-bit codes of 64-d vectors are coarse: far from exact, far above chance (10/10,000)
@@ -89,22 +89,22 @@ def test_ivfpq_without_refine_still_searches(clustered, exact):
 def test_small_shard_falls_back_to_flat(clustered):
     x, q = clustered
     small = x[:500]
-    index, built_type = build_index(small, IndexParams(type="ivfpq"))
+    index, built_type = build_index(small, IndexConfig(type="ivfpq"))
     assert built_type == "flat"
     _, ids = search(index, q, 10)
     assert recall_at_k(ids, brute_force(small, q, 10)[1], 10) >= 0.99  # exact up to float ties
     # an explicit nlist needing more than 39 training points per list falls back; one within trains
-    assert build_index(x[:2000], IndexParams(type="ivfpq", nlist=100, nbits=4))[1] == "flat"
-    assert build_index(x[:2000], IndexParams(type="ivfpq", nlist=40, nbits=4))[1] == "ivfpq"
+    assert build_index(x[:2000], IndexConfig(type="ivfpq", nlist=100, nbits=4))[1] == "flat"
+    assert build_index(x[:2000], IndexConfig(type="ivfpq", nlist=40, nbits=4))[1] == "ivfpq"
 
 
 def test_empty_shard_and_fewer_than_k(clustered):
     x, q = clustered
-    index, built_type = build_index(np.zeros((0, DIM), np.float32), IndexParams())
+    index, built_type = build_index(np.zeros((0, DIM), np.float32), IndexConfig())
     assert built_type == "flat" and index.ntotal == 0
     scores, ids = search(index, q[:3], 5)
     assert np.all(ids == -1) and np.all(np.isneginf(scores))
-    index, _ = build_index(x[:3], IndexParams(type="flat"))
+    index, _ = build_index(x[:3], IndexConfig(type="flat"))
     scores, ids = search(index, q[:2], 5)
     assert np.all(ids[:, 3:] == -1) and np.all(np.isneginf(scores[:, 3:]))
     assert sorted(ids[0, :3]) == [0, 1, 2]
@@ -113,7 +113,7 @@ def test_empty_shard_and_fewer_than_k(clustered):
 @pytest.mark.parametrize("kind", ["flat", "hnsw", "ivfpq"])
 def test_save_load_round_trip(tmp_path, clustered, built, kind):
     x, q = clustered
-    params = IndexParams(type=kind)
+    params = IndexConfig(type=kind)
     index, _ = built[kind]
     path = tmp_path / "nested" / "dir" / f"{kind}.faiss"
     save_index(index, str(path))
@@ -129,8 +129,8 @@ def test_save_load_round_trip(tmp_path, clustered, built, kind):
 def test_search_params_are_applied(clustered, exact, built):
     x, q = clustered
     index, _ = built["ivfpq"]
-    _, low = search(index, q, 10, IndexParams(nprobe=1, refine_k_factor=1))
-    _, high = search(index, q, 10, IndexParams(nprobe=64, refine_k_factor=8))
+    _, low = search(index, q, 10, IndexConfig(nprobe=1, refine_k_factor=1))
+    _, high = search(index, q, 10, IndexConfig(nprobe=64, refine_k_factor=8))
     assert recall_at_k(low, exact[1], 10) < recall_at_k(high, exact[1], 10)
 
 
@@ -139,7 +139,7 @@ def test_merge_topk_of_three_shards_equals_unsplit_flat(clustered, exact):
     bounds = [0, 3000, 7100, len(x)]
     scores, ids = [], []
     for lo, hi in zip(bounds[:-1], bounds[1:]):
-        shard, _ = build_index(x[lo:hi], IndexParams(type="flat"))
+        shard, _ = build_index(x[lo:hi], IndexConfig(type="flat"))
         s, i = search(shard, q, 10)
         scores.append(s)
         ids.append(i)
@@ -181,14 +181,14 @@ def test_auto_parameters():
 def test_bad_input_raises(clustered):
     x, q = clustered
     with pytest.raises(ValueError, match="2-D"):
-        build_index(x[0], IndexParams())
+        build_index(x[0], IndexConfig())
     bad = x[:100].copy()
     bad[3, 5] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        build_index(bad, IndexParams(type="flat"))
+        build_index(bad, IndexConfig(type="flat"))
     with pytest.raises(ValueError, match="unknown index type"):
-        build_index(x[:100], IndexParams(type="lsh"))
-    index, _ = build_index(x[:100], IndexParams(type="flat"))
+        build_index(x[:100], IndexConfig.model_construct(type="lsh"))  # past validation
+    index, _ = build_index(x[:100], IndexConfig(type="flat"))
     with pytest.raises(ValueError, match="dim"):
         search(index, q[:, :32], 10)
     with pytest.raises(ValueError, match="2-D"):
@@ -208,9 +208,9 @@ def test_tune_search_reaches_the_target_on_unseen_queries():
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     q = rng.standard_normal((200, 48)).astype(np.float32)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
-    params = IndexParams(type="hnsw", hnsw_m=8, ef_construction=40, ef_search=16)
+    params = IndexConfig(type="hnsw", hnsw_m=8, ef_construction=40, ef_search=16)
     index, _ = build_index(x, params)
-    flat, _ = build_index(x, IndexParams(type="flat"))
+    flat, _ = build_index(x, IndexConfig(type="flat"))
     _, exact = search(flat, q, 10)
     _, before = search(index, q, 10, params)
     tuned, sample_recall = tune_search(index, x, params, 0.95)
@@ -218,5 +218,5 @@ def test_tune_search_reaches_the_target_on_unseen_queries():
     assert recall_at_k(before, exact, 10) < 0.9  # the starting effort is too little here
     assert tuned.ef_search > params.ef_search and sample_recall >= 0.95
     assert recall_at_k(after, exact, 10) >= 0.93
-    flat_tuned, r = tune_search(flat, x, IndexParams(type="flat"), 0.95)
-    assert r == 1.0 and flat_tuned == IndexParams(type="flat")
+    flat_tuned, r = tune_search(flat, x, IndexConfig(type="flat"), 0.95)
+    assert r == 1.0 and flat_tuned == IndexConfig(type="flat")

@@ -2,14 +2,15 @@
 
 import pyarrow as pa
 
-from pipelines.kernels.tokens import PackParams, count_tokens, load_tokenizer, pack_batches
+from pipelines.config import TokenizeConfig
+from pipelines.kernels.tokens import count_tokens, load_tokenizer, pack_batches, separator_ids
 
 
 def test_packing_conserves_tokens_and_marks_boundaries():
     texts = {f"d{i:02d}": f"Document number {i} says something. " * (i + 1) for i in range(12)}
     rows = [{"pack_group": g, "doc_id": d, "text": t} for g in (0, 1) for d, t in sorted(texts.items()) if int(d[1:]) % 2 == g]
-    params = PackParams(seq_len=31)
-    sep, pad = params.ids()
+    params = TokenizeConfig(seq_len=31)
+    sep, pad = separator_ids(params)
     seqs = [r for b in pack_batches([pa.RecordBatch.from_pylist(rows)], params) for r in b.to_pylist()]
     assert all(len(s["input_ids"]) == 32 for s in seqs)
     assert sum(s["num_tokens"] for s in seqs) == sum(count_tokens(list(texts.values()))) + len(texts)  # + separators

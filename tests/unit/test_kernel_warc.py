@@ -80,9 +80,9 @@ def test_binary_junk_in_html_payload_is_decoded_not_raised(tmp_path):
 
 
 def test_oversize_payload_is_quarantined_not_truncated():
-    from pipelines.kernels.warc import IngestLimits
+    from pipelines.config import IngestConfig
 
-    result = parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz"), IngestLimits(max_payload_bytes=20_000))
+    result = parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz"), IngestConfig(max_payload_bytes=20_000))
     too_large = [r for r in result.rows if r.get("reason") == "payload_too_large"]
     assert too_large and kinds(result)["document"] + len(too_large) == 16
 

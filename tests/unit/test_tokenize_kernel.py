@@ -6,13 +6,14 @@ import pyarrow as pa
 import pytest
 from conftest import real_file
 
+from pipelines.config import TokenizeConfig
 from pipelines.kernels.tokens import (
     TRAINED_SPECIAL_TOKENS,
-    PackParams,
     count_pretokens,
     count_tokens,
     load_tokenizer,
     pack_batches,
+    separator_ids,
     train_bpe,
 )
 from pipelines.kernels.warc import parse_warc_file
@@ -24,7 +25,7 @@ def real_texts() -> list[str]:
     return [r["text"] for r in rows if r["kind"] == "document"][:60]
 
 
-def packed(rows: list[dict], params: PackParams, batch_rows: int) -> list[dict]:
+def packed(rows: list[dict], params: TokenizeConfig, batch_rows: int) -> list[dict]:
     batches = [pa.RecordBatch.from_pylist(rows[i:i + batch_rows]) for i in range(0, len(rows), batch_rows)]
     return [r for b in pack_batches(batches, params) for r in b.to_pylist()]
 
@@ -34,8 +35,8 @@ def test_packing_is_the_same_whatever_the_arrow_batches(real_texts, batch_rows):
     rows = [{"pack_group": g, "doc_id": f"d{i:03d}", "text": t}
             for g in (0, 1, 2) for i, t in enumerate(real_texts) if i % 3 == g]
     rows.append({"pack_group": 3, "doc_id": "empty", "text": ""})  # no tokens: still one separator
-    params = PackParams(seq_len=127)
-    sep, pad = params.ids()
+    params = TokenizeConfig(seq_len=127)
+    sep, pad = separator_ids(params)
     seqs = packed(rows, params, batch_rows)
     assert seqs == packed(rows, params, 10_000)
     assert sum(s["num_tokens"] for s in seqs) == sum(count_tokens(real_texts)) + len(real_texts) + 1
@@ -55,9 +56,9 @@ def test_packing_is_the_same_whatever_the_arrow_batches(real_texts, batch_rows):
 def test_unsorted_input_is_refused():
     rows = [{"pack_group": 0, "doc_id": "b", "text": "x"}, {"pack_group": 0, "doc_id": "a", "text": "y"}]
     with pytest.raises(ValueError, match="sorted"):
-        list(pack_batches([pa.RecordBatch.from_pylist(rows)], PackParams(seq_len=8)))
+        list(pack_batches([pa.RecordBatch.from_pylist(rows)], TokenizeConfig(seq_len=8)))
     with pytest.raises(ValueError, match="sorted"):  # across batches too
-        list(pack_batches([pa.RecordBatch.from_pylist(rows[:1]), pa.RecordBatch.from_pylist(rows[1:])], PackParams(seq_len=8)))
+        list(pack_batches([pa.RecordBatch.from_pylist(rows[:1]), pa.RecordBatch.from_pylist(rows[1:])], TokenizeConfig(seq_len=8)))
 
 
 def test_a_tokenizer_without_separator_is_refused(tmp_path, real_texts):
@@ -68,8 +69,8 @@ def test_a_tokenizer_without_separator_is_refused(tmp_path, real_texts):
     tok.train_from_iterator(real_texts[:5], trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
     tok.save(str(tmp_path / "tokenizer.json"))
     with pytest.raises(ValueError, match="separator"):
-        PackParams(tokenizer=str(tmp_path)).ids()
-    assert PackParams(tokenizer=str(tmp_path), separator_token="[UNK]").ids()[0] == tok.token_to_id("[UNK]")
+        separator_ids(TokenizeConfig(tokenizer=str(tmp_path)))
+    assert separator_ids(TokenizeConfig(tokenizer=str(tmp_path), separator_token="[UNK]"))[0] == tok.token_to_id("[UNK]")
     with pytest.raises(ValueError, match="not found"):
         load_tokenizer(str(tmp_path / "missing" / "tokenizer.json"))
 
@@ -98,6 +99,6 @@ def test_bpe_from_counts_equals_bpe_trained_on_the_texts(real_texts):
     for text in real_texts[:10]:
         assert ours.encode(text).ids == ref.encode(text).ids
         assert ours.decode(ours.encode(text).ids) == text
-    assert PackParams(tokenizer="default").ids()  # unchanged default
+    assert separator_ids(TokenizeConfig(tokenizer="default"))  # unchanged default
     with pytest.raises(ValueError, match="vocab_size"):
         train_bpe([("a", 1)], vocab_size=100)

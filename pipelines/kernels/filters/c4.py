@@ -19,17 +19,23 @@ file the user supplies here, one word or phrase per line, ``#`` comments; off by
 Wikipedia-style citations (``[1]``, ``[edit]``, ``[citation needed]``) are removed from lines.
 Sentences are counted with a punctuation splitter, not NLTK Punkt (see
 :func:`~pipelines.kernels.filters._text.count_sentences`).
+
+The values are ``filter.c4`` (:class:`~pipelines.config.C4Config`); the rule is
+:class:`C4QualityFilter`, which reads the bad-words files on the driver.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from pipelines.config import C4Config, ConfigError, RuleConfig
 from pipelines.kernels.filters._measure import Measure
 from pipelines.kernels.filters._text import UNSEGMENTED_LANGUAGES, count_sentences_in_lines
+from pipelines.kernels.filters.rule import Document, Rule
 
 CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 #: C4's terminal punctuation plus the full stops of other scripts ("…" is an ellipsis, not an end).
@@ -42,20 +48,42 @@ _POLICY = re.compile("|".join(map(re.escape, POLICY_SUBSTRINGS)))
 _SUBSTRING_LANGUAGES = frozenset(UNSEGMENTED_LANGUAGES)
 
 
-@dataclass(frozen=True)
-class C4Params:
-    filter_no_terminal_punct: bool = True
-    min_words_per_line: int = 3           # 0 disables
-    min_num_sentences: int = 5            # 0 disables
-    max_word_length: int = 1000           # 0 disables
-    remove_citations: bool = True
-    filter_lorem_ipsum: bool = True
-    filter_javascript: bool = True
-    filter_curly_bracket: bool = True
-    filter_policy: bool = True
-    #: language → compiled bad-words pattern (see :func:`bad_words_pattern`); empty = rule off
-    bad_words: dict[str, re.Pattern] = field(default_factory=dict)
-    unsegmented_languages: tuple[str, ...] = UNSEGMENTED_LANGUAGES
+class C4QualityFilter(Rule):
+    """C4's rules as a filter rule (step and values ``c4``); it changes the text (line removal).
+
+    ``bad_words``: language → compiled pattern (:func:`bad_words_pattern`); :meth:`prepare` adds
+    those of the files in ``config.bad_words_paths``.
+    """
+
+    name = "c4"
+    section = "c4"
+    Config = C4Config
+
+    def __init__(self, config: RuleConfig | Mapping[str, Any] | None = None, /, *,
+                 bad_words: Mapping[str, re.Pattern] | None = None, **values: Any) -> None:
+        super().__init__(config, **values)
+        self.bad_words = dict(bad_words or {})
+
+    def transform(self, doc: Document) -> tuple[str, Sequence[Measure]]:
+        return c4_apply(doc.text, doc.language, self.config, self.bad_words, doc.segmented)
+
+    def prepare(self) -> "C4QualityFilter":
+        """Reads ``bad_words_paths`` (see :func:`load_word_list`); raises ConfigError naming
+        ``filter.c4.bad_words_paths.<language>`` for a file that cannot be read."""
+        if not self.config.bad_words_paths:
+            return self
+        loaded = {}
+        for lang, path in self.config.bad_words_paths.items():
+            try:
+                pattern = bad_words_pattern(load_word_list(path), lang)
+            except OSError as exc:
+                raise ConfigError(f"bad value for config key 'filter.c4.bad_words_paths.{lang}': "
+                                  f"cannot read {path!r}: {exc}") from None
+            if pattern is not None:
+                loaded[lang] = pattern
+        out = self.with_config(self.config)
+        out.bad_words = {**loaded, **self.bad_words}
+        return out
 
 
 def load_word_list(path: str | Path) -> list[str]:
@@ -80,14 +108,21 @@ def bad_words_pattern(words: list[str], language: str) -> re.Pattern | None:
     return re.compile(rf"(?:\W|^)(?:{alt})(?:\W|$)")
 
 
-def c4_apply(text: str, language: str, p: C4Params) -> tuple[str, list[Measure]]:
+def c4_apply(text: str, language: str, p: C4Config, bad_words: Mapping[str, re.Pattern] | None = None,
+             segmented: bool | None = None) -> tuple[str, list[Measure]]:
     """``(text with failing lines removed, measures)``.
 
+    ``p``: the ``filter.c4`` values (``filter_no_terminal_punct`` None counts as C4's own true);
+    ``bad_words``: language → pattern (none: the rule is off); ``segmented``: whether the
+    words-per-line rule applies (None: unless ``language`` is in :data:`UNSEGMENTED_LANGUAGES`).
     Measures: ``c4_lines_removed`` (lines, informational), ``c4_lorem_ipsum`` and
     ``c4_curly_bracket`` (lines, pass at ≤ 0), ``c4_min_sentences`` (sentences, pass at ≥
     ``min_num_sentences``), ``c4_bad_words`` (matches, pass at ≤ 0; only if the language has a list).
+    Never raises.
     """
-    segmented = language not in p.unsegmented_languages
+    if segmented is None:
+        segmented = language not in UNSEGMENTED_LANGUAGES
+    no_terminal_punct = p.filter_no_terminal_punct is not False
     removed = {"too_long_word": 0, "no_terminal_punct": 0, "too_few_words": 0, "javascript": 0, "policy": 0}
     lorem = curly = 0
     kept: list[str] = []
@@ -101,7 +136,7 @@ def c4_apply(text: str, language: str, p: C4Params) -> tuple[str, list[Measure]]
             continue
         if p.remove_citations and "[" in line:
             line = CITATION.sub("", line)
-        if p.filter_no_terminal_punct and (not line.endswith(END_PUNCTUATION) or line.endswith(ELLIPSIS)):
+        if no_terminal_punct and (not line.endswith(END_PUNCTUATION) or line.endswith(ELLIPSIS)):
             removed["no_terminal_punct"] += 1
             continue
         if segmented and len(words) < p.min_words_per_line:
@@ -134,7 +169,7 @@ def c4_apply(text: str, language: str, p: C4Params) -> tuple[str, list[Measure]]
     if p.min_num_sentences:
         out.append(Measure("c4_min_sentences", float(sentences), float(p.min_num_sentences),
                            sentences >= p.min_num_sentences))
-    pattern = p.bad_words.get(language)
+    pattern = bad_words.get(language) if bad_words else None
     if pattern is not None:
         hits = len(pattern.findall(new_text.lower()))  # on the cleaned text, as C4
         out.append(Measure("c4_bad_words", float(hits), 0.0, hits == 0))

@@ -1,8 +1,10 @@
 """Run the configured rules over an Arrow batch: decisions, cleaned text, the funnel's counts.
 
-Every rule that applies runs on every document (not only until the first failure), so
-``silver.filter_decisions`` explains each removed document completely; the *funnel* still follows
-the rule order (:data:`~pipelines.kernels.filters.presets.STEPS`): a document leaves it at the first
+HTTP status and language ID run first, then the rules of :class:`FilterParams`, in order: each
+:class:`~pipelines.kernels.filters.rule.Rule` measures the document as the rules before it left
+it, and a rule that changes the text hands the next one its new text. Every rule runs on every
+document (not only until the first failure), so ``silver.filter_decisions`` explains each removed
+document completely; the *funnel* still follows the rule order: a document leaves it at the first
 step with a failed decision.
 """
 
@@ -12,16 +14,12 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from pipelines.config import FilterConfig
 from pipelines.kernels.filters._measure import Measure
 from pipelines.kernels.filters._text import words
-from pipelines.kernels.filters.c4 import C4Params, c4_apply
-from pipelines.kernels.filters.fineweb import FineWebParams, fineweb_measures
-from pipelines.kernels.filters.gopher_quality import GopherParams, gopher_measures
-from pipelines.kernels.filters.gopher_repetition import GopherRepetitionParams, gopher_repetition_measures
 from pipelines.kernels.filters.language import detect_language
-from pipelines.kernels.filters.pii import PiiParams, replace_pii
-from pipelines.kernels.filters.presets import PRESETS, STEPS, preset_steps
-from pipelines.kernels.filters.url import UrlParams, url_measures
+from pipelines.kernels.filters.presets import ALWAYS, RULES, check_names, preset_rules
+from pipelines.kernels.filters.rule import Document, Rule
 
 DECISION_FIELDS = [
     pa.field("doc_id", pa.string()),
@@ -46,44 +44,89 @@ RESULT_FIELDS = [
 ]
 
 
+class Steps(tuple):
+    """The names of the steps that run, in order (a tuple of str), and ``text_steps``: those whose
+    rule changes the text (the funnel counts the cleaned text's words from the first of them on)."""
+
+    text_steps: frozenset[str]
+
+    def __new__(cls, names: tuple[str, ...], text_steps: frozenset[str] = frozenset()) -> "Steps":
+        out = super().__new__(cls, names)
+        out.text_steps = frozenset(text_steps)
+        return out
+
+
 @dataclass(frozen=True)
 class FilterParams:
-    """Which rules run (None = off) and their values. The default is the original rule set
-    (language ID + Gopher quality); :meth:`preset` gives a published recipe."""
-    languages: tuple[str, ...] = ()        # empty: keep every language
-    min_language_score: float = 0.65
-    gopher: GopherParams | None = GopherParams()
-    lid_model_path: str | None = None
-    url: UrlParams | None = None
-    gopher_repetition: GopherRepetitionParams | None = None
-    c4: C4Params | None = None
-    fineweb: FineWebParams | None = None
-    pii: PiiParams | None = None
-    preset_name: str | None = field(default=None, compare=False)
+    """What the filter kernel runs with: the ``filter`` config section as it is (language ID:
+    ``languages``, ``min_language_score``, ``lid_model_path``; ``unsegmented_languages``) and the
+    rules that run after HTTP status and language ID, in order, each configured and prepared
+    (its files read).
+
+    ``FilterParams(config)`` builds the rules from ``config`` (:meth:`from_config`);
+    ``FilterParams(config, rules)`` runs the rules given. Raises ValueError for rules whose names
+    are missing, repeated or ``http_status`` / ``language``.
+    """
+    config: FilterConfig = field(default_factory=FilterConfig)
+    rules: tuple[Rule, ...] | None = None
+    _unsegmented: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        rules = FilterParams.from_config(self.config).rules if self.rules is None else tuple(self.rules)
+        check_names(rules)
+        object.__setattr__(self, "rules", rules)
+        object.__setattr__(self, "_unsegmented", frozenset(self.config.unsegmented_languages))
 
     @classmethod
-    def preset(cls, name: str = "fineweb", **overrides) -> "FilterParams":
-        """The rules of preset ``name`` with their published values; ``overrides`` replace fields.
-        Raises ValueError for an unknown preset."""
-        steps = preset_steps(name)
-        values = {
-            "url": UrlParams() if "url" in steps else None,
-            "gopher_repetition": GopherRepetitionParams() if "gopher_repetition" in steps else None,
-            "gopher": GopherParams() if "gopher_quality" in steps else None,
-            "c4": C4Params(filter_no_terminal_punct=PRESETS[name]["c4_filter_no_terminal_punct"])
-            if "c4" in steps else None,
-            "fineweb": FineWebParams() if "fineweb" in steps else None,
-            "pii": PiiParams() if "pii" in steps else None,
-            "preset_name": name,
-        }
-        values.update(overrides)
-        return cls(**values)
+    def from_config(cls, config: FilterConfig) -> "FilterParams":
+        """The rules of ``config.preset``, each with its section's changed values
+        (:meth:`Rule.configured`), less those whose section says ``enabled: false``, plus the
+        built-in rules whose section says ``enabled: true`` at their place in
+        :data:`~pipelines.kernels.filters.presets.STEPS`; then prepared on this machine (the
+        driver): blocklists and bad-words lists are read here and travel with the rules. Raises
+        :class:`~pipelines.config.ConfigError` naming the key of a file that cannot be read,
+        ValueError for a bad preset."""
+        rules = []
+        for rule in preset_rules(config.preset):
+            section = _section(config, rule)
+            if section is None:
+                rules.append(rule)
+            elif section.enabled is not False:
+                rules.append(rule.configured(section))
+        rank = {name: i for i, name in enumerate(RULES)}
+        present = {type(r) for r in rules}
+        for name, cls_ in RULES.items():
+            section = _section(config, cls_)
+            if section is None or section.enabled is not True or cls_ in present:
+                continue
+            at = next((i for i, r in enumerate(rules) if rank.get(r.name, -1) > rank[name]), len(rules))
+            rules.insert(at, cls_().configured(section))
+        return cls(config, tuple(rule.prepare() for rule in rules))
 
-    def steps(self) -> tuple[str, ...]:
-        """The steps that run, in order."""
-        on = {"http_status": True, "language": True, "url": self.url, "gopher_repetition": self.gopher_repetition,
-              "gopher_quality": self.gopher, "c4": self.c4, "fineweb": self.fineweb, "pii": self.pii}
-        return tuple(s for s in STEPS if on[s] is not None and on[s] is not False)
+    @classmethod
+    def preset(cls, name: str = "fineweb", **config: object) -> "FilterParams":
+        """The rules of preset ``name`` with their published values (``config``: other ``filter``
+        values, e.g. ``languages=["en"]``). Raises ValueError (pydantic's) for an unknown preset
+        or value."""
+        return cls.from_config(FilterConfig(preset=name, **config))
+
+    def steps(self) -> Steps:
+        """The steps that run, in order: ``http_status``, ``language``, then each rule's name."""
+        return Steps((*ALWAYS, *(r.name for r in self.rules)),
+                     frozenset(r.name for r in self.rules if r.transforms_text))
+
+    def rule(self, name: str) -> Rule:
+        """The rule named ``name``; KeyError if none runs."""
+        for r in self.rules:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+
+def _section(config: FilterConfig, rule: Rule | type[Rule]):
+    """The user's section under ``filter`` for ``rule`` (None for a rule without one)."""
+    key = rule.section
+    return getattr(config, key) if key and key in FilterConfig.model_fields else None
 
 
 @dataclass
@@ -98,7 +141,9 @@ class DocumentResult:
 def filter_document(doc_id: str, text: str, language: str, score: float, params: FilterParams,
                     http_status: int | None = None, url: str | None = None,
                     host: str | None = None) -> DocumentResult:
-    """Every configured rule on one document whose language is already known."""
+    """Every step on one document whose language is already known: HTTP status (when given),
+    language, then ``params.rules`` in order. ``words_out`` counts the text the rules left when
+    one of them changes text, else it is ``words_in``. Raises what a rule raises."""
     decisions: list[dict] = []
     first_failed: str | None = None
 
@@ -115,30 +160,22 @@ def filter_document(doc_id: str, text: str, language: str, score: float, params:
     if http_status is not None:  # WET conversion records carry no status
         add("http_status", Measure("http_status_2xx", float(http_status), 200.0, 200 <= http_status < 300,
                                    str(http_status)))
-    lang_ok = score >= params.min_language_score and (not params.languages or language in params.languages)
-    add("language", Measure("language", score, params.min_language_score, lang_ok, language))
-    if params.url is not None and url is not None:
-        for m in url_measures(url, params.url, host):
-            add("url", m)
-    if params.gopher_repetition is not None:
-        for m in gopher_repetition_measures(text, language, params.gopher_repetition):
-            add("gopher_repetition", m)
-    if params.gopher is not None:
-        for m in gopher_measures(text, language, params.gopher):
-            add("gopher_quality", m)
-    if params.c4 is not None:
-        text, measures = c4_apply(text, language, params.c4)
+    cfg = params.config
+    lang_ok = score >= cfg.min_language_score and (not cfg.languages or language in cfg.languages)
+    add("language", Measure("language", score, cfg.min_language_score, lang_ok, language))
+    doc = Document(doc_id, text, language, score, language not in params._unsegmented, url, host, http_status)
+    changed = False
+    for rule in params.rules:
+        if rule.transforms_text:
+            new_text, measures = rule.transform(doc)
+            doc = doc._replace(text=new_text)
+            changed = True
+        else:
+            measures = rule.measures(doc)
         for m in measures:
-            add("c4", m)
-    if params.fineweb is not None:
-        for m in fineweb_measures(text, language, params.fineweb):
-            add("fineweb", m)
-    if params.pii is not None:
-        text, n_email, n_ip = replace_pii(text, params.pii)
-        add("pii", Measure("pii_emails", float(n_email), float("inf"), True))
-        add("pii", Measure("pii_ips", float(n_ip), float("inf"), True))
-    words_out = words_in if params.c4 is None else len(words(text))
-    return DocumentResult(text, decisions, first_failed, words_in, words_out)
+            add(rule.name, m)
+    words_out = len(words(doc.text)) if changed else words_in
+    return DocumentResult(doc.text, decisions, first_failed, words_in, words_out)
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list:
@@ -157,7 +194,7 @@ def filter_batch(batch: pa.RecordBatch, params: FilterParams) -> pa.RecordBatch:
     doc_ids = batch.column("doc_id").to_pylist()
     texts = [t or "" for t in batch.column("text").to_pylist()]
     statuses, urls, hosts = _column(batch, "http_status"), _column(batch, "url"), _column(batch, "host")
-    langs = detect_language(texts, params.lid_model_path) if texts else []
+    langs = detect_language(texts, params.config.lid_model_path) if texts else []
     results = [filter_document(d, t, lang, score, params, s, u, h)
                for d, t, (lang, score), s, u, h in zip(doc_ids, texts, langs, statuses, urls, hosts)]
 
@@ -191,10 +228,14 @@ def funnel(groups: list[tuple[str | None, int, int, int]], steps: tuple[str, ...
     """Documents and words left after each step, in order.
 
     ``groups``: ``(first failed step or None, documents, words_in, words_out)`` per group (any
-    grouping; rows with the same step are summed). Words count the input text before the C4 step
-    and the cleaned text from it on. Returns ``[{"step": "input", ...}, {"step": s, "documents": n,
-    "words": w}, ...]``.
+    grouping; rows with the same step are summed). ``steps``: :meth:`FilterParams.steps`, or names
+    of built-in steps. Words count the input text before the first step that changes the text
+    (``steps.text_steps``; C4 in the built-in presets) and the cleaned text from it on. Returns
+    ``[{"step": "input", ...}, {"step": s, "documents": n, "words": w}, ...]``.
     """
+    text_steps = getattr(steps, "text_steps", None)
+    if text_steps is None:
+        text_steps = {name for name, rule in RULES.items() if rule.transforms_text}
     docs: dict[str | None, int] = {}
     w_in: dict[str | None, int] = {}
     w_out: dict[str | None, int] = {}
@@ -207,7 +248,7 @@ def funnel(groups: list[tuple[str | None, int, int, int]], steps: tuple[str, ...
     modified = False
     for step in steps:
         removed.add(step)
-        modified = modified or step == "c4"
+        modified = modified or step in text_steps
         left = [s for s in docs if s not in removed]
         words_left = sum((w_out if modified else w_in)[s] for s in left)
         out.append({"step": step, "documents": sum(docs[s] for s in left), "words": words_left})

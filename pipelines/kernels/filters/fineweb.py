@@ -8,12 +8,15 @@
   unsegmented languages; datatrove counts NLTK tokens, crawlake whitespace words).
 
 A text with no non-blank line fails ``fineweb_line_punct_ratio`` (datatrove: "empty").
+The values are ``filter.fineweb`` (:class:`~pipelines.config.FineWebConfig`); the rule is
+:class:`FineWebQualityFilter`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 
+from pipelines.config import FineWebConfig
 from pipelines.kernels.filters._measure import Measure
 from pipelines.kernels.filters._text import (
     TERMINAL_PUNCTUATION,
@@ -21,21 +24,26 @@ from pipelines.kernels.filters._text import (
     find_duplicates,
     words,
 )
+from pipelines.kernels.filters.rule import Document, Rule
 
 
-@dataclass(frozen=True)
-class FineWebParams:
-    min_line_punct_ratio: float = 0.12
-    line_punct_exclude_zero: bool = False   # True: a text with no punctuated line is not judged by it
-    max_short_line_ratio: float = 0.67
-    short_line_length: int = 30             # characters
-    max_char_dup_ratio: float = 0.01
-    max_list_ratio: float = 0.3             # newlines per word
-    unsegmented_languages: tuple[str, ...] = UNSEGMENTED_LANGUAGES
+class FineWebQualityFilter(Rule):
+    """FineWeb's rules as a filter rule (step and values ``fineweb``)."""
+
+    name = "fineweb"
+    section = "fineweb"
+    Config = FineWebConfig
+
+    def measures(self, doc: Document) -> Sequence[Measure]:
+        return fineweb_measures(doc.text, doc.language, self.config, doc.segmented)
 
 
-def fineweb_measures(text: str, language: str, p: FineWebParams) -> list[Measure]:
-    """One :class:`Measure` per FineWeb rule that applies (values are ratios; never raises)."""
+def fineweb_measures(text: str, language: str, p: FineWebConfig, segmented: bool | None = None) -> list[Measure]:
+    """One :class:`Measure` per FineWeb rule that applies (values are ratios; never raises).
+    ``segmented``: whether the list rule applies (None: unless ``language`` is in
+    :data:`UNSEGMENTED_LANGUAGES`)."""
+    if segmented is None:
+        segmented = language not in UNSEGMENTED_LANGUAGES
     lines = [ln for ln in text.split("\n") if ln.strip()]
     if not lines:
         return [Measure("fineweb_line_punct_ratio", 0.0, p.min_line_punct_ratio, False, "empty")]
@@ -47,7 +55,7 @@ def fineweb_measures(text: str, language: str, p: FineWebParams) -> list[Measure
     out.append(Measure("fineweb_short_line_ratio", v, p.max_short_line_ratio, v <= p.max_short_line_ratio))
     v = find_duplicates(lines)[1] / max(len(text.replace("\n", "")), 1)
     out.append(Measure("fineweb_char_dup_ratio", v, p.max_char_dup_ratio, v <= p.max_char_dup_ratio))
-    if language not in p.unsegmented_languages:
+    if segmented:
         v = text.count("\n") / max(len(words(text)), 1)
         out.append(Measure("fineweb_list_ratio", v, p.max_list_ratio, v <= p.max_list_ratio))
     return out

@@ -4,18 +4,23 @@ from Training Gopher*, App. A), values as datatrove's ``GopherQualityFilter``.
 50–100,000 words, mean word length 3–10 characters, symbol-to-word ratio ≤ 0.1, ≤ 90 % bullet
 lines, ≤ 30 % ellipsis lines, ≥ 80 % of words with an alphabetic character, ≥ 2 English stop words.
 Word rules are not applied to languages written without spaces; the stop-word rule only to
-languages with a stop-word list (:data:`STOP_WORDS`).
+languages with a stop-word list (:data:`STOP_WORDS`). The values are ``filter.gopher``
+(:class:`~pipelines.config.GopherConfig`, the paper's table beside its defaults); the rule is
+:class:`GopherQualityFilter` (step ``gopher_quality``).
 """
 
 from __future__ import annotations
 
 import re
 import string
-from dataclasses import dataclass
+from collections.abc import Sequence
 from itertools import compress, repeat
 from operator import not_
 
+from pipelines.config import GopherConfig
+from pipelines.kernels.filters._measure import Measure
 from pipelines.kernels.filters._text import UNSEGMENTED_LANGUAGES, words as split_words
+from pipelines.kernels.filters.rule import Document, Rule
 
 #: Gopher's stop words (the paper's list is English only).
 STOP_WORDS = {"en": frozenset({"the", "be", "to", "of", "and", "that", "have", "with"})}
@@ -24,27 +29,32 @@ ELLIPSES = ("...", "…")
 _LETTER = re.compile(r"[^\W\d_]")  # a letter of any script: a word character that is no digit or underscore
 
 
-@dataclass(frozen=True)
-class GopherParams:
-    min_doc_words: int = 50
-    max_doc_words: int = 100_000
-    min_avg_word_length: float = 3.0
-    max_avg_word_length: float = 10.0
-    max_symbol_word_ratio: float = 0.1
-    max_bullet_lines_ratio: float = 0.9
-    max_ellipsis_lines_ratio: float = 0.3
-    min_alpha_words_ratio: float = 0.8
-    min_stop_words: int = 2
-    unsegmented_languages: tuple[str, ...] = UNSEGMENTED_LANGUAGES
+class GopherQualityFilter(Rule):
+    """Gopher's quality rules as a filter rule (step ``gopher_quality``, values ``filter.gopher``)."""
+
+    name = "gopher_quality"
+    section = "gopher"
+    Config = GopherConfig
+
+    def measures(self, doc: Document) -> Sequence[Measure]:
+        own = self.config.unsegmented_languages   # empty: filter.unsegmented_languages decides
+        segmented = doc.language not in own if own else doc.segmented
+        return [Measure(*m) for m in gopher_measures(doc.text, doc.language, self.config, segmented)]
 
 
-def gopher_measures(text: str, language: str, p: GopherParams) -> list[tuple[str, float, float, bool]]:
+def gopher_measures(text: str, language: str, p: GopherConfig,
+                    segmented: bool | None = None) -> list[tuple[str, float, float, bool]]:
     """``(filter, value, threshold, passed)`` for each Gopher quality rule that applies to ``language``.
 
     Values: words (count), mean word length (characters), symbols per word (the larger of the hash
     and the ellipsis ratios), line fractions in [0, 1], distinct stop words (count). A ``min_`` rule
-    passes at value ≥ threshold, a ``max_`` (and ratio) rule at value ≤ threshold (``gopher_alpha_words_ratio`` and ``gopher_stop_words`` are minimums).
+    passes at value ≥ threshold, a ``max_`` (and ratio) rule at value ≤ threshold
+    (``gopher_alpha_words_ratio`` and ``gopher_stop_words`` are minimums). ``segmented``: whether
+    the word rules apply (None: unless ``language`` is in ``p.unsegmented_languages``, or in
+    :data:`UNSEGMENTED_LANGUAGES` when that is empty). Never raises.
     """
+    if segmented is None:
+        segmented = language not in (p.unsegmented_languages or UNSEGMENTED_LANGUAGES)
     out: list[tuple[str, float, float, bool]] = []
     # map over C methods, not generator expressions: these loops run once per line or word
     lines = list(filter(None, map(str.strip, text.split("\n"))))
@@ -54,7 +64,7 @@ def gopher_measures(text: str, language: str, p: GopherParams) -> list[tuple[str
     out.append(("gopher_bullet_lines_ratio", bullet, p.max_bullet_lines_ratio, bullet <= p.max_bullet_lines_ratio))
     out.append(("gopher_ellipsis_lines_ratio", ellipsis, p.max_ellipsis_lines_ratio,
                 ellipsis <= p.max_ellipsis_lines_ratio))
-    if language in p.unsegmented_languages:
+    if not segmented:
         return out
 
     words = split_words(text)  # whitespace tokens, pure punctuation dropped

@@ -12,41 +12,48 @@ Paragraph and line rules are script-independent and apply to every language; the
 need words and are skipped for unsegmented languages (datatrove uses a per-language word
 tokenizer there; crawlake has none). Words are whitespace tokens, where datatrove uses NLTK's
 word tokenizer (punctuation as separate tokens): values differ slightly on punctuated text.
+
+The values are ``filter.gopher_repetition`` (:class:`~pipelines.config.GopherRepetitionConfig`,
+Table A1 beside its defaults); the rule is :class:`GopherRepetitionFilter`.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
+from pipelines.config import GopherRepetitionConfig
 from pipelines.kernels.filters._measure import Measure
 from pipelines.kernels.filters._text import (
     UNSEGMENTED_LANGUAGES,
     find_duplicates,
     ngram_repetition_chars,
 )
+from pipelines.kernels.filters.rule import Document, Rule
 
 _PARAGRAPHS = re.compile(r"\n{2,}")
 _LINES = re.compile(r"\n+")
 
 
-@dataclass(frozen=True)
-class GopherRepetitionParams:
-    dup_line_frac: float = 0.3
-    dup_para_frac: float = 0.3
-    dup_line_char_frac: float = 0.2
-    dup_para_char_frac: float = 0.2
-    #: n → maximum fraction of characters in the most frequent n-gram
-    top_n_grams: tuple[tuple[int, float], ...] = ((2, 0.20), (3, 0.18), (4, 0.16))
-    #: n → maximum fraction of characters in repeated n-grams
-    dup_n_grams: tuple[tuple[int, float], ...] = field(default=(
-        (5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)))
-    unsegmented_languages: tuple[str, ...] = UNSEGMENTED_LANGUAGES
+class GopherRepetitionFilter(Rule):
+    """Gopher's repetition rules as a filter rule (step and values ``gopher_repetition``)."""
+
+    name = "gopher_repetition"
+    section = "gopher_repetition"
+    Config = GopherRepetitionConfig
+
+    def measures(self, doc: Document) -> Sequence[Measure]:
+        return gopher_repetition_measures(doc.text, doc.language, self.config, doc.segmented)
 
 
-def gopher_repetition_measures(text: str, language: str, p: GopherRepetitionParams) -> list[Measure]:
+def gopher_repetition_measures(text: str, language: str, p: GopherRepetitionConfig,
+                               segmented: bool | None = None) -> list[Measure]:
     """One :class:`Measure` per repetition rule that applies; every value is a fraction in [0, 1]
-    and passes at value ≤ threshold. Never raises (an empty text scores 0 everywhere)."""
+    and passes at value ≤ threshold. ``segmented``: whether the n-gram rules apply (None: unless
+    ``language`` is in :data:`UNSEGMENTED_LANGUAGES`). Never raises (an empty text scores 0
+    everywhere)."""
+    if segmented is None:
+        segmented = language not in UNSEGMENTED_LANGUAGES
     out: list[Measure] = []
     chars = max(len(text), 1)
 
@@ -64,14 +71,15 @@ def gopher_repetition_measures(text: str, language: str, p: GopherRepetitionPara
     v = dup_chars / chars
     out.append(Measure("gopher_rep_dup_line_char_frac", v, p.dup_line_char_frac, v <= p.dup_line_char_frac))
 
-    if language in p.unsegmented_languages:
+    if not segmented:
         return out
-    top, dup = ngram_repetition_chars(text.split(), tuple(n for n, _ in p.top_n_grams),
-                                      tuple(n for n, _ in p.dup_n_grams))
-    for (n, limit), covered in zip(p.top_n_grams, top):
+    top_n_grams, dup_n_grams = sorted(p.top_n_grams.items()), sorted(p.dup_n_grams.items())
+    top, dup = ngram_repetition_chars(text.split(), tuple(n for n, _ in top_n_grams),
+                                      tuple(n for n, _ in dup_n_grams))
+    for (n, limit), covered in zip(top_n_grams, top):
         v = covered / chars
         out.append(Measure(f"gopher_rep_top_{n}gram_char_frac", v, limit, v <= limit))
-    for (n, limit), covered in zip(p.dup_n_grams, dup):
+    for (n, limit), covered in zip(dup_n_grams, dup):
         v = covered / chars
         out.append(Measure(f"gopher_rep_dup_{n}gram_char_frac", v, limit, v <= limit))
     return out

@@ -5,14 +5,23 @@ IP addresses are replaced with placeholders; private, loopback, link-local and r
 Differences from datatrove, on purpose: e-mails match case-insensitively (datatrove's pattern is
 lower-case only); IPv6 addresses are replaced too; the placeholder for a match is chosen by a hash
 of the matched text instead of a per-process round robin, so a re-run gives the same text.
+
+The values, placeholders included, are ``filter.pii`` (:class:`~pipelines.config.PiiConfig`);
+the rule is :class:`PiiFormatter`, which changes the text and counts the replacements in the
+decision rows ``pii_emails`` and ``pii_ips`` (threshold inf, always passed).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 import zlib
-from dataclasses import dataclass
+from collections.abc import Sequence
+
+from pipelines.config import PiiConfig
+from pipelines.kernels.filters._measure import Measure
+from pipelines.kernels.filters.rule import Document, Rule
 
 EMAIL = re.compile(
     r"\b[a-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+"
@@ -36,26 +45,20 @@ _DIGIT_DOT_RUN = re.compile(r"[\d.]*")
 _TOKEN = re.compile(r"\S+")
 _WORD_COLON_DOT_RUN = re.compile(r"[\w:.]*")
 
-#: datatrove's placeholders: example.com/org are reserved for examples (RFC 2606)
-EMAIL_PLACEHOLDERS = ("email@example.com", "firstname.lastname@example.org")
-#: datatrove's IPv4 placeholders (addresses that did not answer pings when its list was made)
-IPV4_PLACEHOLDERS = ("22.214.171.124", "126.96.36.199", "188.8.131.52", "184.108.40.206", "220.127.116.11",
-                     "18.104.22.168")
-#: IPv6: the documentation prefix (RFC 3849), not global, so a second pass leaves it
-IPV6_PLACEHOLDERS = ("2001:db8::1", "2001:db8::2")
+class PiiFormatter(Rule):
+    """PII replacement as a filter rule (step and values ``pii``); it changes the text."""
+
+    name = "pii"
+    section = "pii"
+    Config = PiiConfig
+
+    def transform(self, doc: Document) -> tuple[str, Sequence[Measure]]:
+        text, n_email, n_ip = replace_pii(doc.text, self.config)
+        return text, [Measure("pii_emails", float(n_email), math.inf, True),
+                      Measure("pii_ips", float(n_ip), math.inf, True)]
 
 
-@dataclass(frozen=True)
-class PiiParams:
-    emails: bool = True
-    ips: bool = True
-    only_public_ips: bool = True
-    email_replacement: tuple[str, ...] = EMAIL_PLACEHOLDERS
-    ipv4_replacement: tuple[str, ...] = IPV4_PLACEHOLDERS
-    ipv6_replacement: tuple[str, ...] = IPV6_PLACEHOLDERS
-
-
-def _pick(options: tuple[str, ...], matched: str) -> str:
+def _pick(options: Sequence[str], matched: str) -> str:
     return options[zlib.crc32(matched.encode("utf-8", "surrogatepass")) % len(options)]
 
 
@@ -67,8 +70,9 @@ def _is_replaceable_ip(candidate: str, only_public: bool) -> bool:
     return ip.is_global or not only_public
 
 
-def replace_pii(text: str, p: PiiParams) -> tuple[str, int, int]:
-    """``(text, e-mails replaced, IP addresses replaced)``. Never raises."""
+def replace_pii(text: str, p: PiiConfig) -> tuple[str, int, int]:
+    """``(text, e-mails replaced, IP addresses replaced)`` under the ``filter.pii`` values ``p``.
+    Never raises."""
     n_email = n_ip = 0
     if p.emails and "@" in text:
         def email(m: re.Match) -> str:
@@ -77,7 +81,7 @@ def replace_pii(text: str, p: PiiParams) -> tuple[str, int, int]:
             return _pick(p.email_replacement, m.group(0))
         text = _in_runs(text, "@", _not_space, _TOKEN, _always, lambda token: EMAIL.sub(email, token))
     if p.ips:
-        def ip(m: re.Match, options: tuple[str, ...]) -> str:
+        def ip(m: re.Match, options: Sequence[str]) -> str:
             nonlocal n_ip
             found = m.group(0)
             if found in options or not _is_replaceable_ip(found, p.only_public_ips):

@@ -16,16 +16,22 @@ The adult heuristic (on by default) splits the lower-cased URL on non-alphanumer
 word fails the document, two or more *soft* words fail it, and a *subword* anywhere in the URL
 with its punctuation removed fails it. The built-in lists (:data:`ADULT_HARD_WORDS`, ...) are
 short, English-centric stand-ins for datatrove's asset lists; add entries through the blocklists.
+
+The values are ``filter.url`` (:class:`~pipelines.config.UrlFilterConfig`); the rule is
+:class:`UrlFilter`, which reads the blocklist files on the driver.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
+from pipelines.config import ConfigError, RuleConfig, UrlFilterConfig
 from pipelines.kernels.filters._measure import Measure
+from pipelines.kernels.filters.rule import Document, Rule
 
 # Short on purpose: a soft word alone fails nothing, so only words that are rare outside adult
 # sites are listed, to keep "hot-weather" or "live-cams-of-birds" pages.
@@ -42,15 +48,51 @@ ADULT_SUBWORDS = frozenset({"porn", "xvideo", "xnxx", "xhamster", "hentai", "por
 _SPLIT = re.compile(r"[^a-z0-9]+")
 
 
-@dataclass(frozen=True)
-class UrlParams:
-    blocked_domains: frozenset[str] = frozenset()
-    blocked_urls: frozenset[str] = frozenset()
-    adult_keywords: bool = True
-    soft_word_threshold: int = 2          # this many soft words fail a URL (datatrove's default)
+class UrlFilter(Rule):
+    """The URL rules as a filter rule (step and values ``url``); documents without a URL are not
+    judged. ``blocked_domains`` and ``blocked_urls``: the entries of the blocklists
+    (:func:`load_domain_blocklist`, :func:`load_url_blocklist`); :meth:`prepare` adds those of the
+    files in ``config.domain_blocklists`` and ``config.url_blocklists``. The adult word lists are
+    class attributes (:data:`ADULT_HARD_WORDS`, ...): a subclass may change them."""
+
+    name = "url"
+    section = "url"
+    Config = UrlFilterConfig
     hard_words: frozenset[str] = ADULT_HARD_WORDS
     soft_words: frozenset[str] = ADULT_SOFT_WORDS
     subwords: frozenset[str] = ADULT_SUBWORDS
+
+    def __init__(self, config: RuleConfig | Mapping[str, Any] | None = None, /, *,
+                 blocked_domains: Iterable[str] = (), blocked_urls: Iterable[str] = (), **values: Any) -> None:
+        super().__init__(config, **values)
+        self.blocked_domains = frozenset(blocked_domains)
+        self.blocked_urls = frozenset(blocked_urls)
+
+    def measures(self, doc: Document) -> Sequence[Measure]:
+        return [] if doc.url is None else url_measures(doc.url, self, doc.host)
+
+    def prepare(self) -> "UrlFilter":
+        """Reads the blocklist files; raises ConfigError naming ``filter.url.domain_blocklists`` or
+        ``filter.url.url_blocklists`` for a file that cannot be read."""
+        cfg = self.config
+        if not cfg.domain_blocklists and not cfg.url_blocklists:
+            return self
+        out = self.with_config(cfg)
+        out.blocked_domains = self.blocked_domains | _read_lists(
+            "filter.url.domain_blocklists", cfg.domain_blocklists, load_domain_blocklist)
+        out.blocked_urls = self.blocked_urls | _read_lists("filter.url.url_blocklists", cfg.url_blocklists,
+                                                           load_url_blocklist)
+        return out
+
+
+def _read_lists(key: str, paths: list[str], loader: Callable[[str], frozenset[str]]) -> frozenset[str]:
+    out: set[str] = set()
+    for path in paths:
+        try:
+            out |= loader(path)
+        except OSError as exc:
+            raise ConfigError(f"bad value for config key {key!r}: cannot read {path!r}: {exc}") from None
+    return frozenset(out)
 
 
 def _entries(path: str | Path) -> list[str]:
@@ -111,11 +153,12 @@ def blocked_url(url: str, urls: frozenset[str]) -> str | None:
             return None
 
 
-def url_measures(url: str, p: UrlParams, host: str | None = None) -> list[Measure]:
-    """Measures for one URL (``host`` defaults to the URL's). Values are counts of matches and pass
-    at ≤ threshold: ``url_domain_blocklist`` and ``url_blocklist`` (only when that list is non-empty,
-    detail = the entry), ``url_adult_words`` (hard words, ≤ 0), ``url_adult_soft_words``
-    (≤ ``soft_word_threshold`` - 1), ``url_adult_subwords`` (≤ 0). Never raises."""
+def url_measures(url: str, p: UrlFilter, host: str | None = None) -> list[Measure]:
+    """Measures for one URL by the rule ``p`` (``host`` defaults to the URL's). Values are counts of
+    matches and pass at ≤ threshold: ``url_domain_blocklist`` and ``url_blocklist`` (only when that
+    list is non-empty, detail = the entry), ``url_adult_words`` (hard words, ≤ 0),
+    ``url_adult_soft_words`` (≤ ``soft_word_threshold`` - 1), ``url_adult_subwords`` (≤ 0). Never
+    raises."""
     out: list[Measure] = []
     url = url or ""
     if p.blocked_domains:
@@ -124,13 +167,13 @@ def url_measures(url: str, p: UrlParams, host: str | None = None) -> list[Measur
     if p.blocked_urls:
         hit = blocked_url(url, p.blocked_urls)
         out.append(Measure("url_blocklist", float(hit is not None), 0.0, hit is None, hit))
-    if p.adult_keywords:
+    if p.config.adult_keywords:
         lower = url.lower()
         url_words = set(_SPLIT.split(lower))
         hard = sorted(url_words & p.hard_words)
         out.append(Measure("url_adult_words", float(len(hard)), 0.0, not hard, ",".join(hard) or None))
         soft = sorted(url_words & p.soft_words)
-        limit = p.soft_word_threshold - 1
+        limit = p.config.soft_word_threshold - 1
         out.append(Measure("url_adult_soft_words", float(len(soft)), float(limit), len(soft) <= limit,
                            ",".join(soft) or None))
         squashed = _SPLIT.sub("", lower)
