@@ -75,13 +75,15 @@ def main() -> None:
     import numpy as np
     import torch
 
+    from pipelines.config import EmbedConfig
     from pipelines.kernels.embed import EmbedParams, encode_chunks, load_model, resolve_device
 
     device = resolve_device(args.device)
     compile_ = {"on": True, "off": False, "auto": "auto"}[args.compile]
-    params = EmbedParams(model=args.model, device=device, tokens_per_batch=args.tokens_per_batch, compile=compile_)
+    params = EmbedParams(EmbedConfig(model=args.model, device=device, tokens_per_batch=args.tokens_per_batch,
+                                     compile=compile_))
     chunks = real_chunks(args.chunks, params)
-    model = load_model(params.model, params.device, params.precision)
+    model = load_model(params.config.model, params.config.device, params.config.precision)
     lengths = np.array([len(x) for x in model.tokenizer(chunks, truncation=True, max_length=model.max_seq_length)["input_ids"]])
     tokens = int(lengths.sum())
     device_name = torch.cuda.get_device_name() if device == "cuda" else f"cpu x{torch.get_num_threads()} threads"
@@ -140,7 +142,7 @@ def load_naive(params, device):
 
     from pipelines.kernels.embed import resolve_model
 
-    return SentenceTransformer(resolve_model(params.model).source, device=device)
+    return SentenceTransformer(resolve_model(params.config.model).source, device=device)
 
 
 if __name__ == "__main__":

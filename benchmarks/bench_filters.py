@@ -82,7 +82,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from pipelines.config import load_config
-    from pipelines.stages.filter import filter_params
+    from pipelines.kernels.filters import FilterParams
 
     n = min(args.docs, args.limit) if args.limit else args.docs
     docs = real_documents(n)
@@ -91,7 +91,7 @@ def main() -> None:
     kept: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="bench_filters_") as tmp:
         cfg = load_config("local", [f"lake.root={tmp}"])
-        params = filter_params(cfg.filter)
+        params = FilterParams.from_config(cfg.filter)
         run_kernel(docs[:100], params)  # warm-up: language model load
         ctx = None
         if not args.no_spark:

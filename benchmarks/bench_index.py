@@ -11,7 +11,7 @@ Datasets:
            WARC files in ../shared/data, then Abt-Buy product descriptions, up to --max-docs.
            A held-out 10% of the vectors (seeded) are the queries; the rest are indexed.
 
-For each --types entry the index is built with pipelines.kernels.index.build_index (IndexParams
+For each --types entry the index is built with pipelines.kernels.index.build_index (IndexConfig
 defaults unless overridden), then:
   recall_at_10   mean |approx top-10 ∩ exact top-10| / 10, exact = IndexFlatIP on the same vectors
   query_p50_ms,  one query per call over --queries queries (batch of 1), on --latency-threads
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import json
 import os
 import sys
@@ -80,12 +79,13 @@ def corpus_vectors(lake: str | None, max_docs: int) -> tuple[np.ndarray, dict]:
         table = DeltaTable(os.path.join(lake, "gold", "embeddings")).to_pyarrow_table(columns=["vector"])
         column = table.column("vector").combine_chunks()
         return np.asarray(column.flatten(), np.float32).reshape(len(column), -1), {"source": "lake"}
+    from pipelines.config import EmbedConfig
     from pipelines.kernels.embed import EmbedParams, embed_batch
 
     texts = corpus_texts(max_docs)
     t0 = time.perf_counter()
     out = embed_batch(pa.RecordBatch.from_pydict({"doc_id": [str(i) for i in range(len(texts))], "text": texts}),
-                      EmbedParams(device="cpu"))
+                      EmbedParams(EmbedConfig(device="cpu")))
     column = out.column("vector")
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
@@ -128,7 +128,8 @@ def int_list(text: str | None) -> list[int | None]:
 
 
 def main() -> None:
-    from pipelines.kernels.index import IndexParams, build_index, recall_at_k, search, tune_search
+    from pipelines.config import IndexConfig
+    from pipelines.kernels.index import build_index, recall_at_k, search, tune_search
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true")
@@ -141,7 +142,7 @@ def main() -> None:
     parser.add_argument("--lake", default=None, help="corpus: read PATH/gold/embeddings instead of embedding")
     parser.add_argument("--max-docs", type=int, default=300,
                         help="corpus: documents to embed (300 docs ~ 1,800 chunks: 1-3 min on 2 CPU cores)")
-    parser.add_argument("--index-type", default=IndexParams().type)
+    parser.add_argument("--index-type", default=IndexConfig().type)
     parser.add_argument("--types", default=None, help="comma list, e.g. flat,hnsw,ivfpq (overrides --index-type)")
     parser.add_argument("--ef-search", default=None, help="HNSW ef_search, comma list to sweep")
     parser.add_argument("--nprobe", default=None, help="IVF nprobe, comma list to sweep")
@@ -162,7 +163,7 @@ def main() -> None:
         base, queries = vectors[~held_out], vectors[held_out]
     n, dim = base.shape
 
-    flat, _ = build_index(base, IndexParams(type="flat"))
+    flat, _ = build_index(base, IndexConfig(type="flat"))
     _, exact = search(flat, queries, args.k)
 
     refine = int_list(args.refine_k_factor)
@@ -173,7 +174,7 @@ def main() -> None:
               "loadavg_1m": round(os.getloadavg()[0], 2), **extra}
     types = args.types.split(",") if args.types else [args.index_type]
     for kind in types:
-        params = dataclasses.replace(IndexParams(type=kind), **overrides)
+        params = IndexConfig(type=kind, **overrides)
         t0 = time.perf_counter()
         index, built = build_index(base, params)
         build_s = time.perf_counter() - t0
@@ -196,7 +197,7 @@ def main() -> None:
         else:
             sweep = [{}]
         for change in sweep:
-            p = dataclasses.replace(params, **{key: v for key, v in change.items() if v is not None})
+            p = params.model_copy(update={key: v for key, v in change.items() if v is not None})
             settings = {"ef_search": p.ef_search} if built == "hnsw" else \
                        {"nprobe": p.nprobe, "refine_k_factor": p.refine_k_factor, "nlist": index_nlist(index),
                         "pq_m": index_pq_m(index)} if built == "ivfpq" else {}

@@ -45,12 +45,13 @@ def real_sequences(seq_len: int):
     """The real pages packed into sequences (one pack group, doc_id order) as a pyarrow Table."""
     import pyarrow as pa
 
-    from pipelines.kernels.tokens import PackParams, pack_batches
+    from pipelines.config import TokenizeConfig
+    from pipelines.kernels.tokens import pack_batches
     from pipelines.kernels.warc import parse_warc_file
 
     texts = [r["text"] for name in WARCS for r in parse_warc_file(str(DATA / name)).rows if r["kind"] == "document"]
     docs = pa.RecordBatch.from_pylist([{"pack_group": 0, "doc_id": f"{i:06d}", "text": t} for i, t in enumerate(texts)])
-    return pa.Table.from_batches(list(pack_batches([docs], PackParams(seq_len=seq_len))))
+    return pa.Table.from_batches(list(pack_batches([docs], TokenizeConfig(seq_len=seq_len))))
 
 
 def write_table(uri: str, seqs, tokens: int, files: int) -> tuple[int, int]:

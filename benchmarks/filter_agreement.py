@@ -86,11 +86,8 @@ def load_documents() -> list[dict]:
 
 def crawlake_decisions(docs: list[dict], mode: str) -> dict[tuple[str, str], dict]:
     """(doc id, filter) → {"passed", "failed": [(rule, value, threshold)], "language"}."""
+    from pipelines.config import C4Config, FineWebConfig, GopherConfig, GopherRepetitionConfig
     from pipelines.kernels.filters import (
-        C4Params,
-        FineWebParams,
-        GopherParams,
-        GopherRepetitionParams,
         Measure,
         c4_apply,
         fineweb_measures,
@@ -98,7 +95,7 @@ def crawlake_decisions(docs: list[dict], mode: str) -> dict[tuple[str, str], dic
         gopher_repetition_measures,
     )
 
-    gq, gr, c4p, fw = GopherParams(), GopherRepetitionParams(), C4Params(), FineWebParams()
+    gq, gr, c4p, fw = GopherConfig(), GopherRepetitionConfig(), C4Config(), FineWebConfig()
     out = {}
     for d in docs:
         lang = "en" if mode == "en" else d["detected"]
