@@ -3,118 +3,92 @@
 A stage builds the DataFrame it is about to publish, calls :func:`audit`, and publishes only if
 it returns; every expectation's result is appended to ``ops.quality`` either way. A failed suite
 raises :class:`~pipelines.stage.QualityGateError` naming the failed expectations.
+
+The suites are not written here: each table's is declared on its spec
+(:attr:`schemas.catalog.TableSpec.expectations`) and built into a Great Expectations suite by
+:func:`build_suite`. Spark DataFrames are validated with GX's Spark engine (:func:`audit`); pandas
+frames, Parquet files and Arrow data with its pandas engine (:func:`validate_frame`,
+:func:`validate_parquet`, :func:`validate_arrow`), which needs no JVM.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame
+from schemas.catalog import OPS_QUALITY, TableSpec
+from schemas.expectations import Expectation
 
-from pipelines.stage import QualityGateError, StageContext
-from schemas.catalog import BRONZE_DOCUMENTS, OPS_QUALITY, TableSpec
-from schemas.catalog import BRONZE_CLICKS, SILVER_CLICK_FEATURES, SILVER_CLICK_VOCAB
+if TYPE_CHECKING:  # pyspark is imported by the caller that has a DataFrame, not here
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
 
-VALID_HTTP_STATUS = (100, 599)
+    from pipelines.stage import StageContext
+
+#: Expectation type (``Expectation.type``) -> Great Expectations class name in ``great_expectations.expectations``.
+_GX_CLASSES = {
+    "expect_column_values_to_not_be_null": "ExpectColumnValuesToNotBeNull",
+    "expect_column_values_to_be_unique": "ExpectColumnValuesToBeUnique",
+    "expect_compound_columns_to_be_unique": "ExpectCompoundColumnsToBeUnique",
+    "expect_column_values_to_be_between": "ExpectColumnValuesToBeBetween",
+    "expect_column_values_to_be_in_set": "ExpectColumnValuesToBeInSet",
+    "expect_column_values_to_match_regex": "ExpectColumnValuesToMatchRegex",
+    "expect_column_pair_values_a_to_be_greater_than_b": "ExpectColumnPairValuesAToBeGreaterThanB",
+}
 
 
-def bronze_documents_suite():
-    """Expectations on ``bronze.documents``: keys present and unique, sane status and lengths."""
+def build_suite(name: str, expectations: Iterable[Expectation], context=None):
+    """A ``great_expectations.ExpectationSuite`` called ``name`` with one GX expectation per
+    declared :class:`~schemas.expectations.Expectation`, in order, added to ``context`` (a GX data
+    context; None: a new ephemeral one, which costs about a second). KeyError for a type without
+    a GX class here."""
     import great_expectations as gx
     import great_expectations.expectations as gxe
 
-    suite = gx.ExpectationSuite(name="bronze_documents")
-    for column in ("doc_id", "url", "warc_record_id", "source_file", "text"):
-        suite.add_expectation(gxe.ExpectColumnValuesToNotBeNull(column=column))
-    suite.add_expectation(gxe.ExpectColumnValuesToBeUnique(column="doc_id"))
-    suite.add_expectation(gxe.ExpectColumnValuesToBeBetween(
-        column="http_status", min_value=VALID_HTTP_STATUS[0], max_value=VALID_HTTP_STATUS[1]))  # nulls (WET) pass
-    suite.add_expectation(gxe.ExpectColumnValuesToBeBetween(column="text_length", min_value=0))
-    return suite
+    context = context or _context()   # a suite needs a live context
+    suite = gx.ExpectationSuite(name=name)
+    for e in expectations:
+        suite.add_expectation(getattr(gxe, _GX_CLASSES[e.type])(**e.gx_kwargs()))
+    return context.suites.add(suite)
 
 
-SUITES = {BRONZE_DOCUMENTS.qualified_name: bronze_documents_suite}
+def suite_columns(spec: TableSpec) -> list[str]:
+    """The columns ``spec``'s suite reads, in table order, then its derived columns: what a
+    caller must select to validate (e.g. the ``columns`` of :func:`validate_parquet`)."""
+    named = {c for e in spec.expectations for c in e.columns}
+    return [c for c in spec.columns + list(spec.derived.names) if c in named]
 
 
-def bronze_clicks_suite():
-    """Expectations on new ``bronze.clicks`` rows: keys present and unique, label in {0, 1}, positions >= 1."""
-    import great_expectations as gx
-    import great_expectations.expectations as gxe
-
-    suite = gx.ExpectationSuite(name="bronze_clicks")
-    for column in ("row_key", "label"):  # the other columns' NOT NULL is Delta's (table schema)
-        suite.add_expectation(gxe.ExpectColumnValuesToNotBeNull(column=column))
-    suite.add_expectation(gxe.ExpectColumnValuesToBeUnique(column="row_key"))
-    suite.add_expectation(gxe.ExpectColumnValuesToBeInSet(column="label", value_set=[0, 1]))
-    suite.add_expectation(gxe.ExpectColumnValuesToBeBetween(column="line_number", min_value=1))
-    return suite
-
-
-def click_vocab_suite():
-    """Expectations on ``silver.click_vocab``: one id per (column, value), ids unique per column, >= 2."""
-    import great_expectations as gx
-    import great_expectations.expectations as gxe
-
-    suite = gx.ExpectationSuite(name="silver_click_vocab")
-    for column in ("column", "value", "id", "count"):
-        suite.add_expectation(gxe.ExpectColumnValuesToNotBeNull(column=column))
-    suite.add_expectation(gxe.ExpectCompoundColumnsToBeUnique(column_list=["column", "value"]))
-    suite.add_expectation(gxe.ExpectCompoundColumnsToBeUnique(column_list=["column", "id"]))
-    suite.add_expectation(gxe.ExpectColumnValuesToBeBetween(column="id", min_value=2))
-    suite.add_expectation(gxe.ExpectColumnValuesToBeBetween(column="count", min_value=0))
-    return suite
-
-
-def click_features_suite():
-    """Expectations on ``silver.click_features``, validated with the columns
-    :func:`pipelines.clicks.features.audit_view` derives: no nulls, label in {0, 1}, 13 dense
-    values >= 0, 26 sparse ids each in [0, its column's vocabulary size) (``sparse_headroom`` =
-    min over columns of size - 1 - id)."""
-    import great_expectations as gx
-    import great_expectations.expectations as gxe
-
-    suite = gx.ExpectationSuite(name="silver_click_features")
-    for column in ("row_key", "label", "dense", "sparse"):
-        suite.add_expectation(gxe.ExpectColumnValuesToNotBeNull(column=column))
-    suite.add_expectation(gxe.ExpectColumnValuesToBeUnique(column="row_key"))
-    suite.add_expectation(gxe.ExpectColumnValuesToBeInSet(column="label", value_set=[0, 1]))
-    for column, size in (("dense_size", 13), ("sparse_size", 26)):
-        suite.add_expectation(gxe.ExpectColumnValuesToBeBetween(column=column, min_value=size, max_value=size))
-    for column in ("dense_min", "sparse_min", "sparse_headroom"):
-        suite.add_expectation(gxe.ExpectColumnValuesToBeBetween(column=column, min_value=0))
-    return suite
-
-
-SUITES[BRONZE_CLICKS.qualified_name] = bronze_clicks_suite
-SUITES[SILVER_CLICK_VOCAB.qualified_name] = click_vocab_suite
-SUITES[SILVER_CLICK_FEATURES.qualified_name] = click_features_suite
-
-
-@lru_cache(maxsize=None)
-def _batch_definition(suite_name: str, make_suite, spark):
-    """An ephemeral GX context with ``make_suite``'s suite and a whole-DataFrame batch definition.
-
-    Made once per Spark session and suite: building a context costs seconds, and a stage audits
-    once per commit batch.
-    """
+def _context():
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     logging.getLogger("great_expectations").setLevel(logging.ERROR)
-    context = gx.get_context(mode="ephemeral")  # suites need a live context
+    context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-    suite = context.suites.add(make_suite())
-    source = context.data_sources.add_spark(name="crawlake")
-    asset = source.add_dataframe_asset(name=suite_name)
+    return context
+
+
+@lru_cache(maxsize=None)
+def _batch_definition(suite_name: str, expectations: tuple[Expectation, ...], spark):
+    """An ephemeral GX context with the suite and a whole-DataFrame batch definition.
+
+    Made once per Spark session and suite: building a context costs seconds, and a stage audits
+    once per commit batch.
+    """
+    context = _context()
+    suite = build_suite(suite_name, expectations, context)
+    asset = context.data_sources.add_spark(name="crawlake").add_dataframe_asset(name=suite_name)
     return suite, asset.add_batch_definition_whole_dataframe("all")
 
 
-def _validate(df: DataFrame, make_suite):
+def _validate(df: DataFrame, spec: TableSpec):
     """Validate with ``BOOLEAN_ONLY`` results (a third of the Spark jobs of ``SUMMARY``); only a
     failed suite is validated again with ``SUMMARY``, for the counts and examples it reports."""
-    suite, definition = _batch_definition(make_suite.__name__, make_suite, df.sparkSession)
+    suite, definition = _batch_definition(spec.suite_name, spec.expectations, df.sparkSession)
     batch = definition.get_batch(batch_parameters={"dataframe": df})
     result = batch.validate(suite, result_format="BOOLEAN_ONLY")
     if not result.success:
@@ -122,8 +96,22 @@ def _validate(df: DataFrame, make_suite):
     return suite, result
 
 
-#: One expectation's outcome: (expectation type, column or None, success, observed value as text or None).
+#: One expectation's outcome: (expectation type, column(s) comma-joined or None, success, observed
+#: value as text or None).
 Result = tuple[str, "str | None", bool, "str | None"]
+
+
+def _label(kwargs) -> str | None:
+    """The ``ops.quality.column`` of a GX expectation: its column, or its columns comma-joined
+    (as :attr:`schemas.expectations.Expectation.label`), so that two compound expectations of one
+    suite stay apart."""
+    if kwargs.get("column") is not None:
+        return kwargs["column"]
+    if kwargs.get("column_list"):
+        return ",".join(kwargs["column_list"])
+    if kwargs.get("column_A") is not None:
+        return f"{kwargs['column_A']},{kwargs['column_B']}"
+    return None
 
 
 def _results(result) -> list[Result]:
@@ -131,13 +119,14 @@ def _results(result) -> list[Result]:
     for r in result.results:
         cfg = r.expectation_config
         observed = r.result.get("observed_value", r.result.get("unexpected_count"))
-        out.append((cfg.type, cfg.kwargs.get("column"), bool(r.success), None if observed is None else str(observed)))
+        out.append((cfg.type, _label(cfg.kwargs), bool(r.success), None if observed is None else str(observed)))
     return out
 
 
 def audit(ctx: StageContext, stage: str, spec: TableSpec, df: DataFrame,
           extra_checks: list[Result] = (), *, record: bool = True) -> list[tuple] | None:
-    """Validate ``df`` (what is about to be published) against ``spec``'s suite.
+    """Validate ``df`` (what is about to be published, a Spark DataFrame holding at least
+    :func:`suite_columns`) against ``spec``'s suite.
 
     ``extra_checks`` are ``(expectation, column, success, observed)`` results computed by the
     stage itself (e.g. key uniqueness against rows already published); they are recorded and
@@ -147,7 +136,7 @@ def audit(ctx: StageContext, stage: str, spec: TableSpec, df: DataFrame,
     ``record=False``: a passing audit's ``ops.quality`` rows are returned instead of appended, for
     the caller to append beside its own writes (:func:`record_results`); None when recorded here.
     """
-    suite, result = _validate(df, SUITES[spec.qualified_name])
+    suite, result = _validate(df, spec)
     return gate(ctx, stage, spec, suite.name, _results(result) + list(extra_checks), record=record)
 
 
@@ -155,6 +144,8 @@ def gate(ctx: StageContext, stage: str, spec: TableSpec, suite_name: str, result
          record: bool = True) -> list[tuple] | None:
     """Record ``results`` of ``spec``'s suite in ``ops.quality`` and raise QualityGateError naming
     every failed expectation; ``record=False`` as for :func:`audit`."""
+    from pipelines.stage import QualityGateError
+
     now = datetime.now(timezone.utc)
     rows = [(ctx.run_id, stage, spec.qualified_name, suite_name, expectation, column, success, observed, now)
             for expectation, column, success, observed in results]
@@ -170,16 +161,11 @@ def gate(ctx: StageContext, stage: str, spec: TableSpec, suite_name: str, result
 
 
 @lru_cache(maxsize=None)
-def _pandas_batch_definition(suite_name: str, make_suite):
+def _pandas_batch_definition(suite_name: str, expectations: tuple[Expectation, ...]):
     """As :func:`_batch_definition`, for pandas DataFrames (made once per process: a Spark task's
     Python worker keeps it for the tasks after)."""
-    import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
-    logging.getLogger("great_expectations").setLevel(logging.ERROR)
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-    suite = context.suites.add(make_suite())
+    context = _context()
+    suite = build_suite(suite_name, expectations, context)
     asset = context.data_sources.add_pandas(name="crawlake").add_dataframe_asset(name=suite_name)
     return suite, asset.add_batch_definition_whole_dataframe("all")
 
@@ -187,8 +173,9 @@ def _pandas_batch_definition(suite_name: str, make_suite):
 def validate_frame(frame, spec: TableSpec) -> list[Result]:
     """``spec``'s suite on a pandas DataFrame, without Spark (e.g. inside a task, on the rows it
     wrote). ``BOOLEAN_ONLY`` results; a failed suite is validated again with ``SUMMARY`` for the
-    unexpected counts. Combine the results of several frames with :func:`merge_results`."""
-    suite, definition = _pandas_batch_definition(spec.qualified_name, SUITES[spec.qualified_name])
+    unexpected counts. An expectation whose column the frame lacks fails (observed None).
+    Combine the results of several frames with :func:`merge_results`."""
+    suite, definition = _pandas_batch_definition(spec.suite_name, spec.expectations)
     batch = definition.get_batch(batch_parameters={"dataframe": frame})
     result = batch.validate(suite, result_format="BOOLEAN_ONLY")
     if not result.success:
@@ -196,14 +183,79 @@ def validate_frame(frame, spec: TableSpec) -> list[Result]:
     return _results(result)
 
 
-def validate_parquet(source, spec: TableSpec, columns: list[str], chunk_rows: int = 1 << 20) -> list[Result]:
+def validate_parquet(source, spec: TableSpec, columns: list[str] | None = None,
+                     chunk_rows: int = 1 << 20) -> list[Result]:
     """``spec``'s suite over a Parquet file (path or open binary file), ``chunk_rows`` rows at a
-    time (pandas memory), results merged (:func:`merge_results`). A uniqueness expectation is
-    thereby checked within each chunk; the caller states why keys cannot repeat across chunks."""
+    time (pandas memory), results merged (:func:`merge_results`). ``columns``: those to read
+    (None: :func:`suite_columns`). A uniqueness expectation is thereby checked within each chunk;
+    the caller states why keys cannot repeat across chunks."""
     import pyarrow.parquet as pq
 
+    columns = suite_columns(spec) if columns is None else columns
     return merge_results(validate_frame(b.to_pandas(), spec)
                          for b in pq.ParquetFile(source).iter_batches(batch_size=chunk_rows, columns=columns))
+
+
+def _chunks(batches: Iterable, chunk_rows: int):
+    """Re-cut record batches into lists of slices of ``chunk_rows`` rows each (the last shorter)."""
+    pending, rows = [], 0
+    for batch in batches:
+        offset = 0
+        while offset < batch.num_rows:
+            piece = batch.slice(offset, chunk_rows - rows)
+            pending.append(piece)
+            rows += piece.num_rows
+            offset += piece.num_rows
+            if rows == chunk_rows:
+                yield pending
+                pending, rows = [], 0
+    if pending:
+        yield pending
+
+
+def validate_arrow(table_or_batches, spec: TableSpec, chunk_rows: int = 1 << 20) -> list[Result]:
+    """``spec``'s suite over Arrow data with the pandas engine (no Spark, no JVM), ``chunk_rows``
+    rows at a time, results merged (:func:`merge_results`), as :func:`validate_parquet` does.
+
+    ``table_or_batches``: a ``pyarrow.Table``, a ``RecordBatch``, or an iterable of record batches
+    (consumed once), holding at least :func:`suite_columns` (``silver.click_features``: its
+    derived audit columns too); other columns are not converted. Uniqueness is checked within each
+    chunk only: pass ``chunk_rows`` >= the row count for a check over all rows. No rows: the suite
+    runs on an empty frame, so every expectation is in the results (passing).
+
+    Returns one :data:`Result` per expectation. Raises ValueError naming the suite columns the
+    data lacks; ValueError for ``chunk_rows`` < 1.
+    """
+    import pyarrow as pa
+
+    if chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be >= 1, not {chunk_rows}")
+    if isinstance(table_or_batches, pa.Table):
+        batches = table_or_batches.to_batches()
+    elif isinstance(table_or_batches, pa.RecordBatch):
+        batches = [table_or_batches]
+    else:
+        batches = table_or_batches
+    columns = suite_columns(spec)
+    parts, schema = [], None
+
+    def selected(batches):
+        nonlocal schema
+        for batch in batches:
+            if missing := [c for c in columns if c not in batch.schema.names]:
+                raise ValueError(f"{spec.qualified_name}: the data lacks the suite's columns {missing}")
+            batch = batch.select(columns)
+            schema = batch.schema
+            yield batch
+
+    for pieces in _chunks(selected(batches), chunk_rows):
+        parts.append(validate_frame(pa.Table.from_batches(pieces).to_pandas(), spec))
+    if not parts:
+        if schema is None:
+            stored = spec.nullable_arrow
+            schema = pa.schema([stored.field(c) if c in stored.names else spec.derived.field(c) for c in columns])
+        parts.append(validate_frame(schema.empty_table().to_pandas(), spec))
+    return merge_results(parts)
 
 
 def _is_count(value) -> bool:

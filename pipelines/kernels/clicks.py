@@ -44,6 +44,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from schemas.catalog import BRONZE_CLICKS, BRONZE_CLICKS_QUARANTINE, SILVER_CLICK_FEATURES
+
 LABEL = "label"
 INT_COLUMNS: tuple[str, ...] = tuple(f"I{i}" for i in range(1, 14))
 CAT_COLUMNS: tuple[str, ...] = tuple(f"C{i}" for i in range(1, 27))
@@ -62,12 +64,14 @@ REASONS = {
 #: threshold (out of vocabulary), first id of a vocabulary value.
 EMPTY_ID, OOV_ID, FIRST_VALUE_ID = 0, 1, 2
 
+#: What the parser yields: ``kind`` (row | quarantine | summary), then bronze.clicks' columns
+#: and bronze.clicks_quarantine's own, typed as the catalog declares them (all nullable: one batch
+#: holds both kinds; ``ingest_time`` is the stage's constant).
 ROW_SCHEMA = pa.schema(
-    [("kind", pa.string()), ("row_key", pa.string()), (LABEL, pa.int32())]
-    + [(c, pa.int64()) for c in INT_COLUMNS]
-    + [(c, pa.string()) for c in CAT_COLUMNS]
-    + [("source_file", pa.string()), ("line_number", pa.int64()), ("day", pa.int32()),
-       ("raw_line", pa.string()), ("reason", pa.string()), ("detail", pa.string())]
+    [pa.field("kind", pa.string())]
+    + [BRONZE_CLICKS.nullable_arrow.field(c)
+       for c in ("row_key", LABEL, *INT_COLUMNS, *CAT_COLUMNS, "source_file", "line_number", "day")]
+    + [BRONZE_CLICKS_QUARANTINE.nullable_arrow.field(c) for c in ("raw_line", "reason", "detail")]
 )
 
 _INT_RE = re.compile(rb"-?[0-9]+")
@@ -590,10 +594,8 @@ def sparse_ids(values: Sequence[pa.Array], ids: Sequence[pa.Array]) -> np.ndarra
     return out
 
 
-FEATURE_SCHEMA = pa.schema([
-    ("row_key", pa.string()), ("day", pa.int32()), (LABEL, pa.int32()),
-    ("dense", pa.list_(pa.float32())), ("sparse", pa.list_(pa.int32())),
-])
+#: silver.click_features' columns, every one nullable (the catalog's ``nullable_arrow``).
+FEATURE_SCHEMA = SILVER_CLICK_FEATURES.nullable_arrow
 
 
 def feature_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

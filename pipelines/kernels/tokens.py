@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from tokenizers import Tokenizer
 
 from pipelines.config import TokenizeConfig
+from schemas.catalog import GOLD_DOCUMENT_TOKENS, GOLD_TOKEN_SEQUENCES
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _SEPARATOR_CANDIDATES = ("<|endoftext|>", "</s>", "<eos>", "[SEP]")
@@ -40,26 +41,12 @@ _PAD_CANDIDATES = ("<pad>", "[PAD]", "<|padding|>")
 #: Special tokens of a tokenizer made by :func:`train_bpe`: the document separator, then padding.
 TRAINED_SPECIAL_TOKENS = ("<|endoftext|>", "<|padding|>")
 
-SEQUENCE_SCHEMA = pa.schema([
-    ("seq_id", pa.string()),
-    ("pack_group", pa.int32()),
-    ("seq_index", pa.int32()),
-    ("input_ids", pa.list_(pa.int32())),
-    ("num_tokens", pa.int32()),
-    ("doc_boundaries", pa.list_(pa.int32())),
-    ("doc_ids", pa.list_(pa.string())),
-    ("doc_num_tokens", pa.list_(pa.int32())),
-    ("tokenizer", pa.string()),
-])
+#: gold.token_sequences' columns, every one nullable (the catalog's ``nullable_arrow``).
+SEQUENCE_SCHEMA = GOLD_TOKEN_SEQUENCES.nullable_arrow
 WORD_COUNT_SCHEMA = pa.schema([("word", pa.string()), ("count", pa.int64())])
-#: One row per document: its tokens (no separator), and where it starts (sequence, offset).
-DOCUMENT_TOKENS_SCHEMA = pa.schema([
-    ("doc_id", pa.string()),
-    ("num_tokens", pa.int32()),
-    ("seq_id", pa.string()),
-    ("offset", pa.int32()),
-    ("tokenizer", pa.string()),
-])
+#: One row per document: its tokens (no separator), and where it starts (sequence, offset):
+#: gold.document_tokens' columns, every one nullable.
+DOCUMENT_TOKENS_SCHEMA = GOLD_DOCUMENT_TOKENS.nullable_arrow
 
 
 def default_model_dir() -> Path:

@@ -20,15 +20,10 @@ from pipelines.kernels.filters._text import words
 from pipelines.kernels.filters.language import detect_language
 from pipelines.kernels.filters.presets import ALWAYS, RULES, check_names, preset_rules
 from pipelines.kernels.filters.rule import Document, Rule
+from schemas.catalog import SILVER_FILTER_DECISIONS
 
-DECISION_FIELDS = [
-    pa.field("doc_id", pa.string()),
-    pa.field("filter", pa.string()),
-    pa.field("value", pa.float64()),
-    pa.field("threshold", pa.float64()),
-    pa.field("passed", pa.bool_()),
-    pa.field("detail", pa.string()),
-]
+#: silver.filter_decisions' columns, every one nullable (the catalog's ``nullable_arrow``).
+DECISION_FIELDS = list(SILVER_FILTER_DECISIONS.nullable_arrow)
 DECISION_SCHEMA = pa.schema(DECISION_FIELDS)
 DECISION_TYPE = pa.struct(DECISION_FIELDS)
 
