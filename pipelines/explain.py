@@ -1,19 +1,31 @@
 """``crawlake explain <doc_id>``: why a document is (or is not) in the clean corpus.
 
-Reads the provenance tables: ``bronze.documents`` (was it ingested), ``silver.duplicate_clusters``
-(which cluster, which document was kept, the MinHash-estimated Jaccard similarity to it) and
-``silver.filter_decisions`` (each filter's value, threshold and verdict), and
+Reads the provenance tables: ``bronze.documents`` (was it ingested), ``bronze.quarantine`` (its
+other copies, set aside at ingest as ``duplicate_record``), ``silver.duplicate_clusters`` (which
+cluster, which document was kept, the MinHash-estimated Jaccard similarity to it),
+``silver.filter_decisions`` (each filter's value, threshold and verdict) and
 ``silver.documents_clean`` (the outcome).
+
+No Spark and no JVM: each table is read through :mod:`pipelines.lake.read` with a filter on the
+document's key, which Delta's file statistics and Parquet's row-group statistics push down, so a
+lookup reads a handful of rows and answers in about a second. The lake must be in path mode.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from pyspark.sql import functions as F
+import pyarrow.dataset as ds
 
-from pipelines.lake import Lake
-from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DOCUMENTS_CLEAN, SILVER_DUPLICATE_CLUSTERS, SILVER_FILTER_DECISIONS
+from pipelines.lake import read as lake_read
+from schemas.catalog import (
+    BRONZE_DOCUMENTS,
+    BRONZE_QUARANTINE,
+    SILVER_DOCUMENTS_CLEAN,
+    SILVER_DUPLICATE_CLUSTERS,
+    SILVER_FILTER_DECISIONS,
+)
 
 
 @dataclass
@@ -24,6 +36,7 @@ class Explanation:
     in_clean: bool = False
     duplicate_of: list[dict] = field(default_factory=list)   # one per method that removed it
     decisions: list[dict] = field(default_factory=list)
+    copies: list[dict] = field(default_factory=list)          # its duplicate_record quarantine rows
 
     @property
     def verdict(self) -> str:
@@ -42,6 +55,9 @@ class Explanation:
 
     def lines(self) -> list[str]:
         out = [f"{self.doc_id}  {self.url or ''}".rstrip(), f"  {self.verdict}"]
+        for q in self.copies:
+            out.append(f"  ingest: another copy at {q['source_file']} offset {q['record_offset']} "
+                       f"quarantined as duplicate_record ({q.get('detail') or 'kept copy not recorded'})")
         for d in self.duplicate_of:
             out.append(f"  dedup: {d['method']} cluster {d['cluster_id']} of {d['cluster_size']}, kept {d['cluster_id']}"
                        + _jaccard_text(d))
@@ -58,17 +74,29 @@ def _jaccard_text(row: dict) -> str:
     return "" if j is None else f", estimated Jaccard {j:.2f}"
 
 
-def explain(lake: Lake, doc_id: str) -> Explanation:
-    """Collect the provenance of ``doc_id`` (a handful of rows; tables read with a key filter)."""
-    docs = lake.read(BRONZE_DOCUMENTS)
-    row = docs.filter(F.col("doc_id") == doc_id).select("url").first()
-    exp = Explanation(doc_id=doc_id, url=row.url if row else None, ingested=row is not None)
+def explain(lake: Any, doc_id: str) -> Explanation:
+    """Collect the provenance of ``doc_id`` in ``lake``: a ``Config``, ``LakeConfig``, ``Lake`` or
+    lake root (see :func:`pipelines.lake.read.lake_root`; ValueError for a catalog-mode lake).
+    Tables the lake does not have yet count as empty."""
+    def rows(spec, columns, where) -> list[dict]:
+        return lake_read.read_rows(spec, lake, columns, where)
+
+    key = ds.field("doc_id") == doc_id
+    found = rows(BRONZE_DOCUMENTS, ["doc_id", "url", "warc_record_id"], key)
+    exp = Explanation(doc_id=doc_id, url=found[0]["url"] if found else None, ingested=bool(found))
     if not exp.ingested:
         return exp
-    clusters = lake.read(SILVER_DUPLICATE_CLUSTERS).filter((F.col("doc_id") == doc_id) & ~F.col("kept"))
-    kept_urls = docs.select(F.col("doc_id").alias("cluster_id"), F.col("url").alias("kept_url"))
-    exp.duplicate_of = [r.asDict() for r in clusters.join(kept_urls, "cluster_id", "left").collect()]
-    exp.decisions = [r.asDict() for r in lake.read(SILVER_FILTER_DECISIONS).filter(F.col("doc_id") == doc_id)
-                     .orderBy("filter").collect()]
-    exp.in_clean = lake.read(SILVER_DOCUMENTS_CLEAN).filter(F.col("doc_id") == doc_id).limit(1).count() == 1
+    record_ids = sorted({r["warc_record_id"] for r in found if r["warc_record_id"]})
+    if record_ids:
+        exp.copies = sorted(rows(BRONZE_QUARANTINE, ["source_file", "record_offset", "warc_record_id", "detail"],
+                                 (ds.field("reason") == "duplicate_record") & ds.field("warc_record_id").isin(record_ids)),
+                            key=lambda q: (q["source_file"], q["record_offset"]))
+    clusters = rows(SILVER_DUPLICATE_CLUSTERS, None, key & ~ds.field("kept"))
+    kept = sorted({c["cluster_id"] for c in clusters})
+    kept_urls = {r["doc_id"]: r["url"] for r in rows(BRONZE_DOCUMENTS, ["doc_id", "url"], ds.field("doc_id").isin(kept))} \
+        if kept else {}
+    exp.duplicate_of = [{**c, "kept_url": kept_urls.get(c["cluster_id"])}
+                        for c in sorted(clusters, key=lambda c: (c["method"], c["cluster_id"]))]
+    exp.decisions = sorted(rows(SILVER_FILTER_DECISIONS, None, key), key=lambda d: d["filter"])
+    exp.in_clean = bool(rows(SILVER_DOCUMENTS_CLEAN, ["doc_id"], key))
     return exp

@@ -2,23 +2,23 @@
 index was built from, search every shard of ``gold.index_manifest``, merge the top k.
 
 ``Searcher(cfg).search("query text", k=10)`` returns :class:`Hit` rows, best first; the CLI's
-``crawlake search`` prints the same. Reads the manifest and ``silver.documents_clean`` with
-``deltalake``, so the lake must be in path mode (a folder or an object-store URL).
+``crawlake search`` prints the same. Reads the manifest, the shards and ``silver.documents_clean``
+through :mod:`pipelines.lake.read` (``deltalake`` + ``pyarrow``, nothing left running at exit), so
+the lake must be in path mode (a folder or an object-store URL). Importing this module imports no
+stage and no pyspark.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
-import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from pipelines.config import Config
-from pipelines.kernels.embed import encode_chunks, resolve_model
+from pipelines.kernels.embed import EmbedParams, encode_chunks
 from pipelines.kernels.index import merge_topk, search as search_index
-from pipelines.stages.embed import embed_params
-from pipelines.stages.index import index_params, shard_uri
+from pipelines.lake import read as lake
 from schemas.catalog import GOLD_INDEX_MANIFEST, SILVER_DOCUMENTS_CLEAN
 
 SNIPPET_CHARS = 200
@@ -44,36 +44,28 @@ class Searcher:
     """
 
     def __init__(self, cfg: Config):
-        import fsspec
         import faiss
-        import pyarrow.parquet as pq
-        from deltalake import DeltaTable
 
-        if cfg.lake.mode != "path":
-            raise ValueError("search reads the lake with deltalake and needs lake.mode=path")
+        root = lake.lake_root(cfg)   # ValueError for a catalog-mode lake
         self.cfg = cfg
-        self.embed = embed_params(cfg.embed, resolve_model(cfg.embed.model))
-        root = cfg.lake.root.rstrip("/")
+        self.embed = EmbedParams.resolve(cfg.embed)
         manifest_uri = GOLD_INDEX_MANIFEST.path_under(root)
         self.clean_uri = SILVER_DOCUMENTS_CLEAN.path_under(root)
         rows = []
-        if DeltaTable.is_deltatable(manifest_uri):
-            rows = DeltaTable(manifest_uri).to_pyarrow_dataset().to_table(
-                filter=(ds.field("model") == self.embed.model_label)
-                & (ds.field("model_revision") == self.embed.model_revision)).to_pylist()
+        if lake.exists(manifest_uri):
+            rows = lake.read(manifest_uri, filter=(ds.field("model") == self.embed.model_label)
+                             & (ds.field("model_revision") == self.embed.model_revision)).to_pylist()
         if not rows:
             raise FileNotFoundError(
                 f"no index for {self.embed.model_label} revision {self.embed.model_revision} in {root}: run the index stage")
-        base = index_params(cfg.index)
         self.shards = []
         for row in sorted(rows, key=lambda r: r["shard"]):
-            path = shard_uri(root, row["path"])
-            with fsspec.open(path, "rb") as f:
-                index = faiss.deserialize_index(np.frombuffer(f.read(), np.uint8))
-            with fsspec.open(path + ".ids.parquet", "rb") as f:
-                ids = pq.read_table(f)
-            params = replace(base, ef_search=row["ef_search"], nprobe=row["nprobe"], refine_k_factor=row["refine_k_factor"])
-            self.shards.append((row["shard"], index, ids, params))  # with the settings tuned at build time
+            path = lake.under_root(root, row["path"])
+            index = faiss.deserialize_index(np.frombuffer(lake.read_bytes(path), np.uint8))
+            ids = lake.read_parquet(path + ".ids.parquet")
+            # the search settings tuned for this shard when it was built
+            params = cfg.index.model_copy(update={k: row[k] for k in ("ef_search", "nprobe", "refine_k_factor")})
+            self.shards.append((row["shard"], index, ids, params))
 
     def search(self, query: str | list[str], k: int = 10, *, per_document: bool = True) -> list[Hit] | list[list[Hit]]:
         """Top ``k`` hits for ``query`` (a list of queries gives a list of hit lists).
@@ -118,12 +110,9 @@ class Searcher:
         return hits
 
     def _documents(self, doc_ids: list[str]) -> dict[str, tuple[str | None, str]]:
-        from deltalake import DeltaTable
-
         if not doc_ids:
             return {}
-        table = DeltaTable(self.clean_uri).to_pyarrow_dataset().to_table(
-            columns=["doc_id", "url", "text"], filter=pc.field("doc_id").isin(doc_ids))
+        table = lake.read(self.clean_uri, ["doc_id", "url", "text"], ds.field("doc_id").isin(doc_ids))
         return {d: (u, t or "") for d, u, t in zip(*(table.column(c).to_pylist() for c in ("doc_id", "url", "text")))}
 
 

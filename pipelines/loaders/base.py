@@ -45,7 +45,6 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -95,49 +94,30 @@ class Snapshot:
         return int(self.block_rows.sum())
 
 
-def _filesystem(uris: list[str], dt, storage_options: dict | None) -> tuple[pafs.FileSystem, list[str]]:
-    """pyarrow's own filesystem for local/S3/GCS/HDFS paths; deltalake's for the rest or when
-    ``storage_options`` carry credentials (pyarrow would not see them)."""
-    if not storage_options:
-        try:
-            fs, _ = pafs.FileSystem.from_uri(uris[0]) if "://" in uris[0] else (pafs.LocalFileSystem(), None)
-            return fs, [pafs.FileSystem.from_uri(u)[1] if "://" in u else u for u in uris]
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
-            pass
-    dataset = dt.to_pyarrow_dataset()
-    return dataset.filesystem, list(dataset.files)
-
-
 def load_snapshot(table_uri: str, version: int | None = None, storage_options: dict | None = None) -> Snapshot:
     """Pin ``version`` (None: the latest) of the Delta table at ``table_uri`` and list its blocks.
 
-    Reads the Delta log and every data file's Parquet footer (in threads). Raises
-    ``deltalake.exceptions.TableNotFoundError`` for a missing table and ValueError for a table
-    this reader cannot read row-exactly (deletion vectors in use, column mapping).
+    Reads the Delta log and every data file's Parquet footer (in threads), through
+    :mod:`pipelines.lake.read` (pyarrow's own filesystem for local/S3/GCS/HDFS paths, so no read
+    leaves Python-owned buffers to Arrow's threads at exit; deltalake's where ``storage_options``
+    carry credentials). Raises ``deltalake.exceptions.TableNotFoundError`` for a missing table and
+    ValueError for a table this reader cannot read row-exactly (deletion vectors in use, column
+    mapping).
     """
-    from deltalake import DeltaTable
+    from pipelines.lake.read import data_files, open_table
 
-    dt = DeltaTable(str(table_uri), version=version, storage_options=storage_options)
+    dt = open_table(str(table_uri), version, storage_options)
     features = set(dt.protocol().reader_features or ())
     if "columnMapping" in features:
         raise ValueError(f"{table_uri}: column mapping is not supported by the loaders")
     if "deletionVectors" in features and pa.table(dt.deletion_vectors()).num_rows:
         raise ValueError(f"{table_uri} v{dt.version()}: deletion vectors in use; run OPTIMIZE/REORG "
                          "(PURGE) on the table before loading it")
-    uris = list(dt.file_uris())
-    actions = pa.table(dt.get_add_actions(flatten=True))
-    if len(uris) != actions.num_rows:
-        raise ValueError(f"{table_uri}: {len(uris)} file URIs but {actions.num_rows} add actions")
-    part_cols = [c for c in actions.column_names if c.startswith("partition.")]
-    parts = [{c[len("partition."):]: row[c] for c in part_cols} for row in actions.select(part_cols).to_pylist()] \
-        if part_cols else [{} for _ in uris]
-    for uri, path in zip(uris, actions.column("path").to_pylist()):
-        if not unquote(uri).endswith(unquote(unquote(path))):
-            raise ValueError(f"{table_uri}: file URI {uri} does not match add action {path}")
-    order = sorted(range(len(uris)), key=uris.__getitem__)
-    fs, paths = _filesystem(uris, dt, storage_options) if uris else (pafs.LocalFileSystem(), [])
-    paths = [paths[i] for i in order]
-    parts = [parts[i] for i in order]
+    files = data_files(dt, storage_options)
+    order = sorted(range(len(files.uris)), key=files.uris.__getitem__)
+    fs = files.filesystem
+    paths = [files.paths[i] for i in order]
+    parts = [files.partition_values[i] for i in order]
 
     def row_groups(path: str) -> list[int]:
         meta = pq.ParquetFile(path, filesystem=fs).metadata
@@ -148,7 +128,7 @@ def load_snapshot(table_uri: str, version: int | None = None, storage_options: d
     block_file = np.repeat(np.arange(len(paths), dtype=np.int64), [len(r) for r in per_file])
     block_rg = np.concatenate([np.arange(len(r), dtype=np.int64) for r in per_file]) if per_file else np.empty(0, np.int64)
     block_rows = np.asarray([n for r in per_file for n in r], dtype=np.int64)
-    return Snapshot(str(table_uri), dt.version(), pa.schema(dt.schema().to_arrow()), tuple(paths), fs,
+    return Snapshot(str(table_uri), dt.version(), files.schema, tuple(paths), fs,
                     tuple(parts), block_file, block_rg, block_rows)
 
 

@@ -1,0 +1,133 @@
+"""pipelines.lake.read: JVM-free reads of Delta tables that exit cleanly (no Spark)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import fsspec
+import pyarrow as pa
+import pyarrow.fs  # noqa: F401  (pa.fs)
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from deltalake import write_deltalake
+
+from conftest import REPO
+from pipelines.config import load_config
+from pipelines.lake import read
+from schemas.catalog import SILVER_DUPLICATE_CLUSTERS
+
+ROWS = [
+    {"x": 1, "day": 0, "flag": True, "s": "a"},
+    {"x": 2, "day": 0, "flag": False, "s": "b"},
+    {"x": 3, "day": 1, "flag": None, "s": "c"},
+    {"x": 4, "day": None, "flag": True, "s": None},
+    {"x": 5, "day": 1, "flag": False, "s": "e"},
+]
+SCHEMA = pa.schema([("x", pa.int64()), ("day", pa.int32()), ("flag", pa.bool_()), ("s", pa.string())])
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory) -> str:
+    """A table partitioned by ``day`` (a null partition among them), in two commits."""
+    uri = str(tmp_path_factory.mktemp("read") / "t")
+    write_deltalake(uri, pa.Table.from_pylist(ROWS[:3], SCHEMA), partition_by=["day"])
+    write_deltalake(uri, pa.Table.from_pylist(ROWS[3:], SCHEMA), partition_by=["day"], mode="append")
+    return uri
+
+
+def rows(t: pa.Table) -> list[dict]:
+    return sorted(t.to_pylist(), key=lambda r: r["x"])
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_read_filters_and_projects(table, native, monkeypatch):
+    if not native:  # as for a URL only deltalake reaches: files read whole on this thread
+        monkeypatch.setattr(read, "native_filesystem", lambda uri, storage_options=None: None)
+    assert rows(read.read(table)) == ROWS
+    assert read.read(table).schema == SCHEMA
+    assert rows(read.read(table, filter=[("flag", "=", True)])) == [ROWS[0], ROWS[3]]
+    assert rows(read.read(table, filter=ds.field("flag") == False)) == [ROWS[1], ROWS[4]]  # noqa: E712
+    assert rows(read.read(table, ["x", "day"], ds.field("day").is_null())) == [{"x": 4, "day": None}]
+    assert rows(read.read(table, ["x"], [("day", "=", 1)])) == [{"x": 3}, {"x": 5}]
+    assert rows(read.read(table, ["x"], [("x", ">", 100)])) == []
+    assert rows(read.read(table, version=0)) == ROWS[:3]
+
+
+def test_files_are_skipped_by_partition_and_bounds_but_not_by_missing_bounds(table):
+    dt = read.open_table(table)
+    data = read.dataset(dt)
+    # pyarrow's own filesystem: no Python-owned buffer is ever handed to Arrow's IO threads
+    assert isinstance(data.filesystem, pa.fs.LocalFileSystem)
+    assert len(list(data.get_fragments())) == 4
+    assert len(list(data.get_fragments(filter=ds.field("day") == 1))) == 2
+    assert len(list(data.get_fragments(filter=ds.field("x") == 4))) == 1
+    # no file is skipped by a bound the log does not have (`flag`: a null in one file, and Spark
+    # keeps no min/max of booleans at all)
+    assert len(list(data.get_fragments(filter=ds.field("flag") == False))) == 4  # noqa: E712
+    files = read.data_files(dt)
+    assert files.native and sorted(map(str, files.partition_values), key=str) == sorted(
+        map(str, [{"day": 0}, {"day": 1}, {"day": None}, {"day": 1}]), key=str)
+    assert all(Path(p).is_file() for p in files.paths) and sum(files.sizes) == sum(Path(p).stat().st_size for p in files.paths)
+
+
+def test_table_uri_and_catalog_mode(tmp_path):
+    cfg = load_config("local", [f"lake.root={tmp_path}"])
+    assert read.table_uri(SILVER_DUPLICATE_CLUSTERS, cfg) == f"{tmp_path}/silver/duplicate_clusters"
+    assert read.table_uri(SILVER_DUPLICATE_CLUSTERS, cfg.lake) == read.table_uri(SILVER_DUPLICATE_CLUSTERS, str(tmp_path))
+    assert read.read_spec(SILVER_DUPLICATE_CLUSTERS, cfg) is None and read.read_rows(SILVER_DUPLICATE_CLUSTERS, cfg) == []
+    catalog = load_config("local", ["lake.mode=catalog", "lake.catalog=main", "lake.schema=crawl"])
+    with pytest.raises(ValueError, match="lake.mode=catalog.*main.crawl.<layer>_<name>.*only Spark"):
+        read.table_uri(SILVER_DUPLICATE_CLUSTERS, catalog)
+    assert read.under_root("/lake", "_index/m/r/shard-0.faiss") == "/lake/_index/m/r/shard-0.faiss"
+    assert read.under_root("/lake", "s3://b/x") == "s3://b/x" and read.under_root("/lake", "/abs/x") == "/abs/x"
+
+
+def test_single_files_native_and_fsspec(tmp_path):
+    t = pa.table({"doc_id": ["a", "b"], "chunk_id": [0, 1]})
+    pq.write_table(t, tmp_path / "ids.parquet")
+    assert read.read_parquet(str(tmp_path / "ids.parquet")) == t
+    assert read.read_bytes(f"file://{tmp_path}/ids.parquet") == (tmp_path / "ids.parquet").read_bytes()
+    with fsspec.open("memory://clean-exit/ids.parquet", "wb") as f:   # no pyarrow filesystem for memory://
+        pq.write_table(t, f)
+    assert read.native_filesystem("memory://clean-exit/ids.parquet") is None
+    assert read.read_parquet("memory://clean-exit/ids.parquet", ["doc_id"]) == t.select(["doc_id"])
+
+
+def test_importable_without_pyspark():
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["pyspark"] = None  # any import of pyspark now raises ImportError
+        import pipelines.lake.read, pipelines.search, pipelines.explain
+        assert not any(m == "pyspark" or m.startswith("pyspark.") for m in sys.modules if sys.modules[m] is not None)
+        assert not any(m.startswith("pipelines.stages.") for m in sys.modules)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+FIVE_TABLES = textwrap.dedent("""
+    import sys
+    from pipelines.lake import read
+    for uri in sys.argv[1:]:
+        print(read.read(uri).num_rows, read.read(uri, filter=[("x", ">", 2)]).num_rows)
+""")
+
+
+def test_a_script_reading_tables_exits_zero(table, tmp_path):
+    """Five tables read in a fresh process, five times: exit 0 each time (the same script with
+    deltalake's own ``to_pyarrow_table`` aborted at exit 3 runs of 20 on these tables, 8 of 8 on
+    the sample pipeline's lake; tests/integration/test_clean_exit.py runs the commands 20 times)."""
+    uris = [table]
+    for i in range(4):
+        uri = str(tmp_path / f"t{i}")
+        write_deltalake(uri, pa.Table.from_pylist(ROWS, SCHEMA), partition_by=["day"])
+        uris.append(uri)
+    for _ in range(5):
+        proc = subprocess.run([sys.executable, "-c", FIVE_TABLES, *uris], cwd=REPO, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.stdout.split() == ["5", "3"] * 5
