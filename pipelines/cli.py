@@ -62,12 +62,14 @@ def explain(
     conf_dir: Annotated[Optional[str], typer.Option(help="Folder with base.yaml and overlays")] = None,
 ) -> None:
     """Say whether a document was kept and, if not, which duplicate or filter removed it."""
-    from pipelines.explain import explain as explain_doc
-    from pipelines.session import get_spark
-    from pipelines.lake import Lake
+    from pipelines.explain import explain as explain_doc   # reads with deltalake + pyarrow: no JVM
 
     cfg = _config(env, [f"lake.root={lake_root}"] if lake_root else [], conf_dir)
-    result = explain_doc(Lake(get_spark(cfg.spark), cfg.lake), doc_id)
+    try:
+        result = explain_doc(cfg, doc_id)
+    except ValueError as exc:   # a catalog-mode lake
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
     typer.echo("\n".join(result.lines()))
     if not result.ingested:
         raise typer.Exit(1)
