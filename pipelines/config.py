@@ -12,10 +12,10 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
 
 from pipelines.kernels import mime
 
@@ -300,7 +300,8 @@ class EmbedConfig(_Strict):
     max_batch_size: int = Field(512, ge=1)
     chunk_overlap_tokens: int = Field(32, ge=0)
     max_chunk_tokens: int = Field(0, ge=0)
-    compile: bool | Literal["auto"] = "auto"
+    #: true | false | "auto" (strictly: a string such as "yes" is refused, not read as true)
+    compile: Annotated[bool, Strict()] | Literal["auto"] = "auto"
     refresh: bool = True
     engine: Literal["spark", "dask"] = "spark"
     dask_scheduler: str | None = None

@@ -60,3 +60,16 @@ def test_a_disagreement_is_found(tmp_path):
     problems = []
     _walk(Config, changed, "", problems)
     assert len(problems) == 3 and any("ipv7_replacement: in base.yaml, not in PiiConfig" in p for p in problems)
+
+
+def test_a_kernel_value_the_kernel_refused_is_refused_by_its_model():
+    """The embed kernel refused ``compile="yes"``; its parameters are now the model, which does."""
+    import pytest
+
+    from pipelines.config import ConfigError, EmbedConfig
+
+    assert [EmbedConfig(compile=v).compile for v in (True, False, "auto")] == [True, False, "auto"]
+    with pytest.raises(ValueError, match="compile"):
+        EmbedConfig(compile="yes")
+    with pytest.raises(ConfigError, match="embed.compile"):
+        load_config("local", ["embed.compile=sometimes"])
