@@ -85,7 +85,8 @@ def train_tokenizer(
     conf_dir: Annotated[Optional[str], typer.Option(help="Folder with base.yaml and overlays")] = None,
 ) -> None:
     """Train a byte-level BPE tokenizer on silver.documents_clean; print the tokenizer.json path."""
-    from pipelines.stages import train_tokenizer as stage
+    from pipelines.runner import run_stages
+    from pipelines.stages import STAGES as ALL_STAGES
 
     overrides = list(set_ or [])
     for key, value in (("lake.root", lake_root), ("tokenize.train_vocab_size", vocab_size),
@@ -94,12 +95,12 @@ def train_tokenizer(
             overrides.append(f"{key}={value}")
     cfg = _config(env, overrides, conf_dir)
     try:
-        done = stage.train(cfg)
-    except ValueError as exc:
+        (done,) = run_stages(cfg, [ALL_STAGES["train_tokenizer"]])
+    except StageFailed as exc:
+        if isinstance(exc.cause, ValueError):
+            typer.echo(f"error: {exc.cause}", err=True)
+            raise typer.Exit(2)
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
-    except Exception as exc:
-        typer.echo(f"error: stage {stage.STAGE} failed: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(1)
     typer.echo(done.result.notes["path"])
 
@@ -156,14 +157,15 @@ def _clicks_config(env: str, conf_dir: str | None, set_: list[str] | None, **key
     return _config(env, overrides, conf_dir)
 
 
-def _run_clicks_stage(cfg, stage: str, body) -> None:
-    """Run ``body(ctx)`` as one ledgered stage with the run summary; exit 1 when it fails."""
-    from pipelines.runner import run_recorded
+def _run_clicks_stage(cfg, stage: str) -> None:
+    """Run the click-log stage named ``stage`` (ledgered, with the run summary); exit 1 when it fails."""
+    from pipelines.runner import run_stages
+    from pipelines.stages import STAGES as ALL_STAGES
 
     try:
-        run_recorded(cfg, stage, body)
-    except Exception as exc:
-        typer.echo(f"error: stage {stage} failed: {type(exc).__name__}: {exc}", err=True)
+        run_stages(cfg, [ALL_STAGES[stage]])
+    except StageFailed as exc:
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1)
 
 
@@ -182,11 +184,11 @@ def clicks_ingest(
         typer.echo("error: no input: pass --input or set clicks.input", err=True)
         raise typer.Exit(2)
     try:
-        files = stage.resolve_inputs(inputs)
+        stage.resolve_inputs(inputs)   # a missing input is a usage error, before Spark starts
     except FileNotFoundError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
-    _run_clicks_stage(cfg, "clicks_ingest", lambda ctx: stage.ingest_files(ctx, files))
+    _run_clicks_stage(cfg.model_copy(update={"clicks": cfg.clicks.model_copy(update={"input": inputs})}), "clicks_ingest")
 
 
 def _interval(text: str) -> str:
@@ -228,7 +230,7 @@ def clicks_stream(
     from pipelines.clicks import stream
     from pipelines.session import get_spark
 
-    spark = get_spark(cfg.spark)
+    spark = get_spark(cfg.spark, cfg.lake)
     try:
         stream.run(spark, cfg, folder, available_now=available_now,
                    processing_time=_interval(processing_time) if processing_time else None)
@@ -243,10 +245,8 @@ def clicks_features(
     lake_root: _LakeRoot = None, set_: _Set = None, env: _Env = "local", conf_dir: _ConfDir = None,
 ) -> None:
     """bronze.clicks → silver.click_vocab + silver.click_features (DLRM preprocessing)."""
-    from pipelines.clicks import features as stage
-
     cfg = _clicks_config(env, conf_dir, set_, lake__root=lake_root, clicks__vocab_min_frequency=min_frequency)
-    _run_clicks_stage(cfg, stage.STAGE, stage.run)
+    _run_clicks_stage(cfg, "clicks_features")
 
 
 @clicks_app.command("generate")

@@ -36,6 +36,9 @@ class LakeConfig(_Strict):
     mode: Literal["path", "catalog"] = "path"
     catalog: str | None = None
     schema_: str | None = Field(default=None, alias="schema")
+    #: who commits tables whose rows arrive as task-staged files (pipelines.lake.Lake.writer):
+    #: auto = deltalake where the lake allows (path mode, local disk), else Spark; spark = always Spark
+    writer: Literal["auto", "spark", "deltalake"] = "auto"
 
     @model_validator(mode="after")
     def _catalog_needs_names(self) -> "LakeConfig":
@@ -343,7 +346,6 @@ class ClicksConfig(_Strict):
     day_pattern: str | None = r"day_(\d+)"
     block_bytes: int = Field(16 * 1024 * 1024, ge=1024)
     vocab_min_frequency: int = Field(3, ge=1)
-    commit: Literal["auto", "spark"] = "auto"
 
 
 class Config(_Strict):

@@ -48,5 +48,5 @@ def record(ctx: StageContext, run: StageRun) -> None:
     row = (ctx.run_id, run.stage, run.started_at, float(run.duration_s), run.status,
            r.rows_in if r else None, r.rows_out if r else None, r.rows_quarantined if r else None,
            r.input_versions if r else None, r.output_versions if r else None,
-           ctx.cfg.hash(), code_version(), run.error)
+           ctx.cfg.hash(), code_version(), run.error, r.writers if r else None)
     ctx.lake.append_rows(OPS_RUNS, [row])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -11,15 +12,11 @@ from rich.table import Table
 
 from pipelines import ledger
 from pipelines.config import Config
-from pipelines.session import get_spark
-from pipelines.stage import StageContext, StageResult
-from pipelines.stages import dedup, embed, filter as filter_stage, index, ingest, tokenize
-from pipelines.lake import Lake
-from schemas.catalog import ALL_TABLES
+from pipelines.stage import Stage, StageContext, StageResult
+from pipelines.stages import PIPELINE, pipeline_stages
 
-STAGES = ("ingest", "dedup", "filter", "tokenize", "embed", "index")
-_RUNNERS = {"dedup": dedup.run, "filter": filter_stage.run, "tokenize": tokenize.run, "embed": embed.run,
-            "index": index.run}
+#: The pipeline's stage names, in order.
+STAGES = tuple(s.name for s in PIPELINE)
 
 
 class StageFailed(RuntimeError):
@@ -39,33 +36,50 @@ def ingest_inputs(cfg: Config) -> list[str]:
     return [str(write_sample_warc(path))]
 
 
-def run_pipeline(cfg: Config, stages: tuple[str, ...] = STAGES, console: Console | None = None) -> list[ledger.StageRun]:
-    """Run ``stages`` (in pipeline order) and return one :class:`~pipelines.ledger.StageRun` each.
+def run_pipeline(cfg: Config, stages: Sequence[str] = STAGES, console: Console | None = None) -> list[ledger.StageRun]:
+    """Run the pipeline's ``stages`` (names, run in pipeline order) and return one
+    :class:`~pipelines.ledger.StageRun` each.
 
     Raises :class:`StageFailed` after recording the failed stage in ``ops.runs``; later stages
     do not run. Raises ValueError for an unknown stage name and FileNotFoundError for missing
     ingest input, both before Spark starts.
     """
-    unknown = [s for s in stages if s not in STAGES]
-    if unknown:
-        raise ValueError(f"unknown stage(s) {unknown}; stages are {', '.join(STAGES)}")
-    inputs = ingest.resolve_inputs(ingest_inputs(cfg), cfg.ingest.paths_prefix) if "ingest" in stages else []
+    chosen = pipeline_stages(stages)
+    if any(s.name == "ingest" for s in chosen):
+        from pipelines.stages.ingest import resolve_inputs
+
+        inputs = resolve_inputs(ingest_inputs(cfg), cfg.ingest.paths_prefix)
+        cfg = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"input": inputs})})
+    return run_stages(cfg, chosen, console)
+
+
+def run_stages(cfg: Config, stages: Sequence[Stage], console: Console | None = None) -> list[ledger.StageRun]:
+    """Run ``stages`` in the order given on one context, each recorded in ``ops.runs`` with the
+    Delta versions of its inputs (before it ran) and outputs (after) and the engine that
+    committed each output; print the summary. Raises :class:`StageFailed` after recording a
+    failed stage; later stages do not run."""
     console = console or Console()
     ctx = _context(cfg)
-    spark = ctx.spark
     runs: list[ledger.StageRun] = []
-    for stage in (s for s in STAGES if s in stages):
+    for stage in stages:
         started, t0 = datetime.now(timezone.utc), time.perf_counter()
-        spark.sparkContext.setJobGroup(ctx.run_id, f"crawlake {stage}")
+        ctx.spark.sparkContext.setJobGroup(ctx.run_id, f"crawlake {stage.name}")
+        ctx.lake.written.clear()
+        ctx.stage = stage.name
+        inputs = {spec.qualified_name: ctx.lake.version(spec) for spec in stage.inputs}
         try:
-            result: StageResult = ingest.run(ctx, inputs) if stage == "ingest" else _RUNNERS[stage](ctx)
+            result: StageResult = stage.run(ctx)
         except Exception as exc:
-            run = ledger.StageRun(stage, started, time.perf_counter() - t0, "failed", error=str(exc)[:2000])
+            run = ledger.StageRun(stage.name, started, time.perf_counter() - t0, "failed", error=str(exc)[:2000])
             ledger.record(ctx, run)
             runs.append(run)
             print_summary(ctx.run_id, runs, console)
-            raise StageFailed(stage, exc) from exc
-        run = ledger.StageRun(stage, started, time.perf_counter() - t0, "succeeded", result)
+            raise StageFailed(stage.name, exc) from exc
+        result.input_versions = {name: v for name, v in inputs.items() if v is not None}
+        result.output_versions = {spec.qualified_name: v for spec in stage.outputs
+                                  if (v := ctx.lake.version(spec)) is not None}
+        result.writers = dict(sorted(ctx.lake.written.items()))
+        run = ledger.StageRun(stage.name, started, time.perf_counter() - t0, "succeeded", result)
         ledger.record(ctx, run)
         runs.append(run)
     print_summary(ctx.run_id, runs, console)
@@ -75,31 +89,15 @@ def run_pipeline(cfg: Config, stages: tuple[str, ...] = STAGES, console: Console
 def _context(cfg: Config) -> StageContext:
     """A run's context; the lake's existing tables first get the columns this version's catalog
     added (:meth:`~pipelines.lake.Lake.add_missing_columns`)."""
-    spark = get_spark(cfg.spark)
+    from pipelines.lake import Lake
+    from pipelines.session import get_spark
+    from schemas.catalog import ALL_TABLES
+
+    spark = get_spark(cfg.spark, cfg.lake)
     lake = Lake(spark, cfg.lake)
     for spec in ALL_TABLES:
         lake.add_missing_columns(spec)
     return StageContext(spark=spark, cfg=cfg, lake=lake, run_id=ledger.new_run_id())
-
-
-def run_recorded(cfg: Config, stage: str, body, console: Console | None = None) -> ledger.StageRun:
-    """Run ``body(ctx)`` (returning a StageResult) as one stage outside the pipeline order: record
-    it in ``ops.runs`` and print the summary. Re-raises the stage's exception after recording the
-    failed run."""
-    console = console or Console()
-    ctx = _context(cfg)
-    started, t0 = datetime.now(timezone.utc), time.perf_counter()
-    try:
-        result = body(ctx)
-    except Exception as exc:
-        run = ledger.StageRun(stage, started, time.perf_counter() - t0, "failed", error=str(exc)[:2000])
-        ledger.record(ctx, run)
-        print_summary(ctx.run_id, [run], console)
-        raise
-    run = ledger.StageRun(stage, started, time.perf_counter() - t0, "succeeded", result)
-    ledger.record(ctx, run)
-    print_summary(ctx.run_id, [run], console)
-    return run
 
 
 def print_summary(run_id: str, runs: list[ledger.StageRun], console: Console) -> None:
@@ -112,5 +110,13 @@ def print_summary(run_id: str, runs: list[ledger.StageRun], console: Console) ->
         table.add_row(r.stage, r.status, *(str(x) for x in counts), f"{r.duration_s:.1f}")
     console.print(table)
     for r in runs:  # details below the table, so the table stays readable in narrow logs
-        details = r.result.notes if r.result else {"error": r.error}
+        details = {**r.result.notes, "writers": _writers(r.result.writers)} if r.result else {"error": r.error}
         console.print(f"  {r.stage}: " + "; ".join(f"{k}={v}" for k, v in details.items()), soft_wrap=True)
+
+
+def _writers(writers: dict[str, str]) -> str:
+    """``deltalake: a, b; spark: c`` — which engine committed which table."""
+    by_engine: dict[str, list[str]] = {}
+    for table, engine in writers.items():
+        by_engine.setdefault(engine, []).append(table)
+    return ", ".join(f"{engine} ({' '.join(tables)})" for engine, tables in sorted(by_engine.items())) or "-"

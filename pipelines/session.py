@@ -19,7 +19,7 @@ from pathlib import Path
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
-from pipelines.config import SparkConfig
+from pipelines.config import LakeConfig, SparkConfig
 
 DELTA_SETTINGS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -55,8 +55,23 @@ def _require_delta(spark: SparkSession) -> None:
         )
 
 
-def get_spark(cfg: SparkConfig) -> SparkSession:
-    """Return the active SparkSession, or build one with Delta configured.
+def catalog_settings(lake: LakeConfig) -> dict[str, str]:
+    """Spark settings for ``lake.mode: catalog`` outside Databricks: Spark's session catalog backed
+    by its bundled Hive metastore on Derby, kept under the lake root (``_metastore``, tables in
+    ``_warehouse``), so that a later run finds the tables an earlier one created."""
+    root = Path(lake.root).resolve()
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": str(root / "_warehouse"),
+        "spark.hadoop.javax.jdo.option.ConnectionURL":
+            f"jdbc:derby:;databaseName={root / '_metastore' / 'metastore_db'};create=true",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={root / '_metastore'}",
+    }
+
+
+def get_spark(cfg: SparkConfig, lake: LakeConfig | None = None) -> SparkSession:
+    """Return the active SparkSession, or build one with Delta configured (and, for a local
+    catalog-mode ``lake``, :func:`catalog_settings` unless the configuration names a catalog).
 
     Raises ``RuntimeError`` when a local session is to be built but Delta's jars are missing
     (run ``make setup``).
@@ -66,6 +81,9 @@ def get_spark(cfg: SparkConfig) -> SparkSession:
         return active
 
     wanted: dict[str, str] = dict(DELTA_SETTINGS)
+    if lake is not None and lake.mode == "catalog" and "://" not in lake.root \
+            and "spark.sql.catalogImplementation" not in cfg.conf and not _launched_externally():
+        wanted.update(catalog_settings(lake))
     wanted.update(cfg.conf)
     jars = delta_jars(cfg.jars_dir)
     if jars:

@@ -1,20 +1,39 @@
-"""What every stage receives and returns."""
+"""What a stage is, receives and returns."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyspark import inheritable_thread_target
-from pyspark.sql import SparkSession
+from schemas.catalog import TableSpec
 
-from pipelines.config import Config
-from pipelines.lake import Lake
+if TYPE_CHECKING:   # the stage list is read by the CLI, which starts no Spark for most commands
+    from pyspark.sql import SparkSession
+
+    from pipelines.config import Config
+    from pipelines.lake import Lake
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of a flow. ``name`` is what ``ops.runs``, ``crawlake run --stages``, ``jobs/<name>.py``
+    and the bundle's task keys call it; ``module`` holds its ``run(ctx) -> StageResult``
+    (imported when the stage runs); ``inputs`` and ``outputs`` are the tables it reads and writes:
+    the runner records their Delta versions before and after it runs."""
+    name: str
+    module: str
+    inputs: tuple[TableSpec, ...]
+    outputs: tuple[TableSpec, ...]
+    description: str
+
+    def run(self, ctx: "StageContext") -> "StageResult":
+        return importlib.import_module(self.module).run(ctx)
 
 
 @dataclass
@@ -23,6 +42,32 @@ class StageContext:
     cfg: Config
     lake: Lake
     run_id: str
+    #: the running stage's name (what ``ops.quality`` and ``ops.runs`` record)
+    stage: str = ""
+
+    def staging(self, outputs, options=None):
+        """:meth:`Lake.staging <pipelines.lake.Lake.staging>` for this stage's ``outputs``
+        (``{kind: spec}``), write-audit-publish: the tasks validate each staged file with its
+        table's suite, a table is published only when its results (and the stage's own
+        ``checks``) pass, and the results go to ``ops.quality`` when the block ends well."""
+        return self.lake.staging(outputs, options, gate=_QualityGate(self))
+
+
+class _QualityGate:
+    """A :class:`pipelines.lake.lake.Gate` that records in ``ops.quality`` (:mod:`pipelines.quality`)."""
+
+    def __init__(self, ctx: StageContext):
+        self.ctx = ctx
+
+    def check(self, spec, results):
+        from pipelines import quality
+
+        return quality.gate(self.ctx, self.ctx.stage, spec, spec.suite_name, results, record=False) or []
+
+    def record(self, rows) -> None:
+        from pipelines import quality
+
+        quality.record_results(self.ctx, rows)
 
 
 @dataclass
@@ -33,6 +78,8 @@ class StageResult:
     input_versions: dict[str, int] = field(default_factory=dict)
     output_versions: dict[str, int] = field(default_factory=dict)
     notes: dict[str, object] = field(default_factory=dict)   # printed in the run summary
+    #: ``{table: "deltalake" | "spark"}``: the engine that committed each table the stage wrote
+    writers: dict[str, str] = field(default_factory=dict)
 
 
 class QualityGateError(RuntimeError):
@@ -46,6 +93,8 @@ def run_together(*calls: tuple[Callable[..., Any], ...]) -> list[Any]:
     leave the cores idle one after another. Each thread keeps the caller's Spark job group
     (``inheritable_thread_target``). Waits for all; raises the error of the first failing call in the order given.
     """
+    from pyspark import inheritable_thread_target
+
     with ThreadPoolExecutor(len(calls), thread_name_prefix="crawlake-stage") as pool:
         futures = [pool.submit(inheritable_thread_target(fn), *args) for fn, *args in calls]
         return [f.result() for f in futures]

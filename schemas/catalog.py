@@ -452,6 +452,7 @@ OPS_RUNS = TableSpec(
         ("config_hash", _STR, False),
         ("code_version", _STR, False),
         ("error", _STR, True),
+        ("writers", pa.map_(_STR, _STR), True),   # table -> engine that committed it (deltalake | spark)
     ),
     keys=("run_id", "stage"),
     description="The run ledger: one row per stage run.",

@@ -21,21 +21,49 @@ def real_file(name: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def spark():
-    from pipelines.config import load_config
-    from pipelines.session import get_spark
+def spark(tmp_path_factory):
+    """One local session for the run, with Spark's session catalog on a Hive metastore (Derby) in
+    a temporary folder, so catalog-mode lakes (``lake.mode=catalog``) are tested for real."""
+    from pipelines.config import LakeConfig, load_config
+    from pipelines.session import catalog_settings, get_spark
 
-    cfg = load_config("local", ["spark.conf.spark.sql.shuffle.partitions=2",
-                                "spark.conf.spark.default.parallelism=2"])
+    metastore = tmp_path_factory.mktemp("metastore")
+    catalog = catalog_settings(LakeConfig(root=str(metastore), mode="catalog", catalog="spark_catalog", schema="t"))
+    cfg = load_config("local", ["spark.conf.spark.sql.shuffle.partitions=2", "spark.conf.spark.default.parallelism=2",
+                                *(f"spark.conf.{k}={v}" for k, v in catalog.items())])
     session = get_spark(cfg.spark)
     yield session
     session.stop()
 
 
-def lake_config(root: Path, *overrides: str):
+#: The three ways a lake's writes are committed, as the tests run them: deltalake commits of the
+#: tasks' files on a local path-mode lake, Spark's Delta writer on the same, and catalog mode
+#: (tables in Spark's session catalog, written by Spark).
+WRITERS = ("deltalake", "spark", "catalog")
+
+
+def writer_overrides(writer: str, root: Path) -> list[str]:
+    """Config overrides for a lake at ``root`` written the ``writer`` way (a catalog schema of its
+    own per lake, named after the folder)."""
+    if writer == "catalog":
+        schema = "t_" + "".join(c if c.isalnum() else "_" for c in root.name).lower()
+        return ["lake.mode=catalog", "lake.catalog=spark_catalog", f"lake.schema={schema}"]
+    return [f"lake.writer={writer}"]
+
+
+def lake_config(root: Path, *overrides: str, writer: str = "auto"):
     from pipelines.config import load_config
 
-    return load_config("local", [f"lake.root={root}", *overrides])
+    extra = writer_overrides(writer, root) if writer != "auto" else []
+    return load_config("local", [f"lake.root={root}", *extra, *overrides])
+
+
+def read_lake(spark, cfg, qualified: str):
+    """A table of the lake ``cfg`` describes (path or catalog mode), as a Spark DataFrame."""
+    from pipelines.lake import Lake
+    from schemas.catalog import TABLES
+
+    return Lake(spark, cfg.lake).read(TABLES[qualified])
 
 
 @pytest.fixture(scope="session")

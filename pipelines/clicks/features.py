@@ -130,10 +130,6 @@ def run(ctx: StageContext) -> StageResult:
     entries = sum(sizes.values()) - FIRST_VALUE_ID * len(CAT_COLUMNS)
     return StageResult(
         rows_in=rows, rows_out=rows,
-        input_versions={BRONZE_CLICKS.qualified_name: bronze_version,
-                        **({SILVER_CLICK_VOCAB.qualified_name: vocab_version} if vocab_version is not None else {})},
-        output_versions={SILVER_CLICK_VOCAB.qualified_name: lake.version(SILVER_CLICK_VOCAB),
-                         SILVER_CLICK_FEATURES.qualified_name: lake.version(SILVER_CLICK_FEATURES)},
         notes={"vocab_entries": entries, "vocab_entries_added": entries - before,
                "min_frequency": cfg.vocab_min_frequency},
     )

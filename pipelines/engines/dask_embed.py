@@ -1,140 +1,83 @@
-"""The embed stage on a Dask cluster: ``silver.documents_clean`` → ``gold.embeddings`` through
-``deltalake`` (no JVM does the work), the same kernel as the Spark path.
+"""The embed stage on a Dask cluster: the same kernel as the Spark path, run by Dask workers.
 
-One Dask task per Parquet file of ``silver.documents_clean`` (at its current version); each worker
-process loads the model once. Results are inserted with an insert-only Delta MERGE on the table's
-keys as they arrive, in commits of about ``commit_rows`` chunks, so a killed run resumes where it
-stopped (the refresh anti-join skips what was committed) and never duplicates a vector.
+One Dask task per Parquet file of ``silver.documents_clean`` (at the version the stage read); each
+worker process loads the model once, embeds the file's documents that have no vectors yet and
+stages their vectors as a Parquet file (:mod:`pipelines.lake.files`). The driver publishes the
+staged files through the lake in commits of about ``commit_rows`` vectors as results arrive, so a
+killed run resumes where it stopped (the stage's refresh anti-join skips what was committed) and
+never duplicates a vector. Which engine commits is the lake's choice, as for every table.
 
 Use a LocalCluster on one machine (the default, ``embed.dask_workers`` processes) or a scheduler
 address (``embed.dask_scheduler``), e.g. a ``dask-cuda`` LocalCUDACluster with one worker per GPU.
-The lake must be in path mode (a folder or an object-store URL): Unity Catalog tables are written
-through Spark.
+The workers must reach the input files and the staging folder (local disk on one machine, object
+storage or a shared file system on a cluster).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from pipelines.kernels.embed import EmbedParams, embed_batch
-
-#: Arrow schema of gold.embeddings as Spark declares it (non-null columns and list items).
-EMBEDDINGS_ARROW = pa.schema([
-    pa.field("doc_id", pa.string(), False), pa.field("chunk_id", pa.int32(), False),
-    pa.field("char_start", pa.int32(), False), pa.field("char_end", pa.int32(), False),
-    pa.field("vector", pa.list_(pa.field("element", pa.float32(), False)), False),
-    pa.field("dim", pa.int32(), False), pa.field("model", pa.string(), False),
-    pa.field("model_revision", pa.string(), False),
-])
-KEYS = ("doc_id", "chunk_id", "model", "model_revision")
+from pipelines.lake.commits import local_path
+from pipelines.lake.files import TableFiles, Target
 
 
-def embed_with_dask(lake, params: EmbedParams, cfg) -> dict[str, int]:
-    """The stage's entry: ``lake`` a :class:`~pipelines.lake.Lake` in path mode, ``cfg`` an
-    ``EmbedConfig``. Raises ValueError for a catalog-mode lake."""
-    from schemas.catalog import GOLD_EMBEDDINGS, SILVER_DOCUMENTS_CLEAN
-
-    if lake.cfg.mode != "path":
-        raise ValueError("embed.engine=dask writes with deltalake and needs lake.mode=path (a folder or URL)")
-    return embed_table(lake.location(SILVER_DOCUMENTS_CLEAN), lake.location(GOLD_EMBEDDINGS), params,
-                       scheduler=cfg.dask_scheduler, workers=cfg.dask_workers, refresh=cfg.refresh)
-
-
-def _revision_filter(params: EmbedParams):
-    return (ds.field("model") == params.model_label) & (ds.field("model_revision") == params.model_revision)
-
-
-def _sql(s: str) -> str:
-    """A string literal for deltalake's (DataFusion's) SQL, which doubles quotes (Spark's escapes them)."""
-    return "'" + s.replace("'", "''") + "'"
-
-
-def embed_table(clean_uri: str, embeddings_uri: str, params: EmbedParams, *, scheduler: str | None = None,
-                workers: int = 2, refresh: bool = True, commit_rows: int = 50_000) -> dict[str, int]:
-    """Embed the documents at ``clean_uri`` into the Delta table at ``embeddings_uri``.
-
+def embed_with_dask(files: Sequence[str], skip: Sequence[str], params: EmbedParams, staging, cfg,
+                    commit_rows: int = 50_000) -> int:
+    """Embed the documents of ``files`` (Parquet files with ``doc_id``, ``text``; paths or URLs)
+    except those in ``skip`` (doc_ids), staging the vectors for ``staging`` (a
+    :class:`~pipelines.lake.Staging` with a ``"vectors"`` target) and publishing them every
+    ``commit_rows`` vectors; ``cfg`` is the ``EmbedConfig``. Returns the vectors written.
     ``params.model_revision`` must be set (see :func:`~pipelines.kernels.embed.resolve_model`).
-    Returns counts: documents, documents_embedded, documents_unchanged, documents_removed.
-    Raises FileNotFoundError when ``clean_uri`` is not a Delta table.
-    """
-    from deltalake import DeltaTable
+    Raises ValueError when it is not."""
+    from distributed import Client, LocalCluster, as_completed
 
     if params.model_revision is None:
-        raise ValueError("embed_table needs params.model_revision (resolve the model first)")
-    if not DeltaTable.is_deltatable(clean_uri):
-        raise FileNotFoundError(f"no Delta table at {clean_uri}")
-    mine = f"model = {_sql(params.model_label)} AND model_revision = {_sql(params.model_revision)}"
-    clean = DeltaTable(clean_uri)
-    doc_ids = clean.to_pyarrow_table(columns=["doc_id"]).column("doc_id").combine_chunks()
-    have = pa.array([], pa.string())
-    if DeltaTable.is_deltatable(embeddings_uri):
-        emb = DeltaTable(embeddings_uri)
-        if refresh:
-            have = pc.unique(emb.to_pyarrow_dataset().to_table(columns=["doc_id"], filter=_revision_filter(params))
-                             .column("doc_id").combine_chunks())
-        else:
-            emb.delete(mine)
-    gone = pc.filter(have, pc.invert(pc.is_in(have, value_set=doc_ids))).to_pylist()
-    for i in range(0, len(gone), 1000):  # keep each delete predicate a manageable size
-        ids = ", ".join(_sql(d) for d in gone[i:i + 1000])
-        DeltaTable(embeddings_uri).delete(f"{mine} AND doc_id IN ({ids})")
-    n_todo = len(doc_ids) - pc.sum(pc.is_in(doc_ids, value_set=have)).as_py() if len(have) else len(doc_ids)
-    if n_todo:
-        _run_tasks(clean.file_uris(), have, params, embeddings_uri, scheduler, workers, commit_rows)
-    return {"documents": len(doc_ids), "documents_embedded": n_todo, "documents_unchanged": len(doc_ids) - n_todo,
-            "documents_removed": len(gone)}
+        raise ValueError("embed_with_dask needs params.model_revision (resolve the model first)")
+    cluster = None if cfg.dask_scheduler else LocalCluster(
+        n_workers=cfg.dask_workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    threads = max(1, (os.cpu_count() or 1) // cfg.dask_workers) if cluster else None
+    written = pending = 0
+    try:
+        with Client(cfg.dask_scheduler or cluster) as client:
+            skipped = client.scatter(pa.array(list(skip), pa.string()), broadcast=True)
+            futures = [client.submit(embed_file, f, skipped, params, staging.targets, threads, pure=False) for f in files]
+            for fut in as_completed(futures):
+                report, rows = fut.result()
+                staging.add([report])
+                written += rows
+                pending += rows
+                if pending >= commit_rows:
+                    staging.publish("vectors", operation="embed")
+                    pending = 0
+            staging.publish("vectors", operation="embed")
+    finally:
+        if cluster:
+            cluster.close()
+    return written
 
 
-def embed_file(uri: str, skip: pa.Array, params: EmbedParams, threads: int | None = None) -> pa.Table:
-    """One Parquet file of documents (doc_id, text) → its embeddings, leaving out ``skip`` doc_ids."""
+def embed_file(uri: str, skip: pa.Array, params: EmbedParams, targets: dict[str, Target],
+               threads: int | None = None) -> tuple[dict, int]:
+    """A Dask task: one Parquet file of documents (doc_id, text) → its vectors, leaving out the
+    ``skip`` doc_ids, staged as one file for ``targets["vectors"]``. Returns its report
+    (:meth:`~pipelines.lake.files.TableFiles.report`) and the number of vectors."""
     if threads:
         import torch
 
         torch.set_num_threads(threads)  # several workers per machine share its cores
-    docs = ds.dataset(uri, format="parquet").to_table(columns=["doc_id", "text"])
+    docs = ds.dataset(local_path(uri) or uri, format="parquet").to_table(columns=["doc_id", "text"])
     if len(skip):
         docs = docs.filter(pc.invert(pc.is_in(docs.column("doc_id"), value_set=skip)))
-    parts = [pa.Table.from_batches([embed_batch(b, params)]) for b in docs.to_batches(max_chunksize=1000)]
-    parts = [p for p in parts if p.num_rows]
-    return pa.concat_tables(parts).cast(EMBEDDINGS_ARROW) if parts else EMBEDDINGS_ARROW.empty_table()
-
-
-def _insert(embeddings_uri: str, table: pa.Table) -> None:
-    from deltalake import DeltaTable, write_deltalake
-
-    if not DeltaTable.is_deltatable(embeddings_uri):
-        write_deltalake(embeddings_uri, table, mode="append")
-        return
-    cond = " AND ".join(f"t.{k} = s.{k}" for k in KEYS)
-    (DeltaTable(embeddings_uri).merge(table, cond, source_alias="s", target_alias="t")
-     .when_not_matched_insert_all().execute())
-
-
-def _run_tasks(files, have, params, embeddings_uri, scheduler, workers, commit_rows) -> None:
-    from distributed import Client, LocalCluster, as_completed
-
-    cluster = None if scheduler else LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                   dashboard_address=None)
-    threads = max(1, (os.cpu_count() or 1) // workers) if cluster else None
-    try:
-        with Client(scheduler or cluster) as client:
-            skip = client.scatter(have, broadcast=True)
-            futures = [client.submit(embed_file, f, skip, params, threads, pure=False) for f in files]
-            pending, rows = [], 0
-            for fut in as_completed(futures):
-                table = fut.result()
-                if table.num_rows:
-                    pending.append(table)
-                    rows += table.num_rows
-                if rows >= commit_rows:
-                    _insert(embeddings_uri, pa.concat_tables(pending))
-                    pending, rows = [], 0
-            if pending:
-                _insert(embeddings_uri, pa.concat_tables(pending))
-    finally:
-        if cluster:
-            cluster.close()
+    rows = 0
+    with TableFiles(targets) as out:
+        for batch in docs.to_batches(max_chunksize=1000):
+            vectors = embed_batch(batch, params)
+            out.write("vectors", vectors)
+            rows += vectors.num_rows
+    return out.report(), rows

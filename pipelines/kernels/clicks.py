@@ -25,8 +25,8 @@ lands in.
 Speed: a file is read in blocks of ``block_bytes`` (``pyarrow`` decompresses ``.gz``/``.bz2``/
 ``.zst``); a block is checked with byte-level scans (``bytes.translate``/``count``, numpy), parsed
 by ``pyarrow.csv`` with quoting off and the typed schema, and only the lines that fail a check are
-looked at one by one in Python. :func:`write_file` is what the engines call (rows and quarantined
-lines straight to Parquet files); :func:`parse_files_to_batches` yields the same batches instead.
+looked at one by one in Python. :func:`parse_file` is what the engines call, one file at a time
+(the click ingest stage stages its batches as Parquet files through the lake layer).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -481,72 +481,6 @@ def parse_file(path: str, fmt: ClickFormat | str = "tsv", *, block_bytes: int = 
         if bad.num_rows:
             yield bad
     yield summary_batch(source, day, counts)
-
-
-@dataclass(frozen=True)
-class ParquetTarget:
-    """Where :func:`write_file` puts one kind of line: a Parquet file ``path`` (local or fsspec URL)
-    with ``columns`` in order, each a name of :data:`ROW_SCHEMA` or of the call's ``constants``;
-    ``options`` go to ``pyarrow.parquet.ParquetWriter`` (e.g. ``use_dictionary``, ``write_statistics``)."""
-    path: str
-    columns: tuple[str, ...]
-    options: tuple[tuple[str, object], ...] = ()
-
-
-class _ParquetSink:
-    """A :class:`~pipelines.delta_files.PartFile` of ``target``'s columns, constants filled in."""
-
-    def __init__(self, target: ParquetTarget, constants: Mapping[str, pa.Scalar]):
-        from pipelines.lake.commits import PartFile
-
-        self.columns, self.constants = target.columns, constants
-        schema = pa.schema([pa.field(c, constants[c].type) if c in constants else ROW_SCHEMA.field(c)
-                            for c in target.columns])
-        self.file = PartFile(target.path, schema, **dict(target.options))
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        n = batch.num_rows
-        self.file.write(pa.RecordBatch.from_arrays(
-            [pa.repeat(self.constants[c], n) if c in self.constants else batch.column(c) for c in self.columns],
-            schema=self.file.schema))
-
-    def close(self) -> bool:
-        return self.file.close()
-
-    def abort(self) -> None:
-        self.file.abort()
-
-
-def write_file(path: str, rows: ParquetTarget, quarantine: ParquetTarget, fmt: ClickFormat | str = "tsv", *,
-               constants: Mapping[str, pa.Scalar] | None = None, block_bytes: int = 16 << 20,
-               day_pattern: str | None = r"day_(\d+)") -> dict[str, int]:
-    """:func:`parse_file` with its rows written to one Parquet file (``rows``) and its quarantined
-    lines to another (``quarantine``); returns the file's counts (``lines``, ``rows``,
-    ``quarantined``, ``header_lines``, as in its summary row).
-
-    A file is written only when it gets at least one line (so ``rows.path`` exists iff
-    ``counts["rows"] > 0``). The rows are usually nearly all of a file; written here by pyarrow
-    (snappy), they never cross into an engine's row format. Each file appears whole or not at all,
-    so a retried task simply writes it again. Raises OSError when ``path`` cannot be read, KeyError
-    for a column that is neither in :data:`ROW_SCHEMA` nor in ``constants``.
-    """
-    constants = dict(constants or {})
-    sinks = {"row": _ParquetSink(rows, constants), "quarantine": _ParquetSink(quarantine, constants)}
-    counts: dict[str, int] = {}
-    try:
-        for batch in parse_file(path, fmt, block_bytes=block_bytes, day_pattern=day_pattern):
-            kind = batch.column(0)[0].as_py() if batch.num_rows else None
-            if kind == "summary":
-                counts = json.loads(batch.column("detail")[0].as_py())
-            elif kind is not None:
-                sinks[kind].write(batch)
-        for sink in sinks.values():
-            sink.close()
-    except BaseException:
-        for sink in sinks.values():
-            sink.abort()
-        raise
-    return counts
 
 
 def summary_batch(source_file: str, day: int | None, counts: dict[str, int]) -> pa.RecordBatch:

@@ -1,12 +1,11 @@
-"""Parquet files written by engine workers, committed to a Delta table by deltalake (no JVM).
+"""Committing files tasks wrote to a Delta table with ``deltalake`` (delta-rs), no JVM.
 
-A stage whose tasks already write their output as Parquet files with pyarrow (``clicks ingest``)
-needs no Spark Delta write, which would read those rows back into the JVM, encode them again and
-collect statistics there. Instead each task writes its file straight into the table's folder
-(invisible to readers until committed), :func:`describe` turns the file's footer into a Delta add
-action with per-file statistics, and the driver commits all of them, with the remove actions of
-the files they replace, as one Delta transaction through ``deltalake`` (delta-rs). Spark, delta-rs
-and every other Delta reader see an ordinary commit.
+Tasks write their output as Parquet files straight into the table's folder (invisible to readers
+until committed, :mod:`pipelines.lake.files`); :func:`describe` turns a file's footer into a Delta
+add action with per-file statistics; :func:`retire_rows` finds the files holding rows a publish
+replaces (rewriting a file that also holds other rows without them); :func:`commit` makes all of
+it, adds and removes, one Delta transaction. Spark, delta-rs and every other Delta reader see an
+ordinary commit. Only :class:`pipelines.lake.Lake` calls this module.
 
 Follows the Delta protocol (delta-io/delta ``PROTOCOL.md``: "Add File and Remove File",
 "Per-file Statistics", "Partition Value Serialization", "Set Transaction"). Only tables a plain
@@ -57,134 +56,6 @@ class DataFile:
         return cls(**json.loads(text))
 
 
-class PartFile:
-    """One Parquet data file a task writes into a table's folder: opened on the first batch,
-    written under a hidden name and renamed on close, so it appears whole or not at all (object
-    stores publish on close). ``options`` go to ``pyarrow.parquet.ParquetWriter``."""
-
-    def __init__(self, path: str, schema: pa.Schema, **options):
-        self.path, self.schema, self.options = path, schema, options
-        self.stream = self.writer = self.tmp = None
-
-    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
-        """Append ``batch`` (a record batch or a table) as a row group; an empty one writes
-        nothing (no file for no rows)."""
-        if batch.num_rows == 0:
-            return
-        if self.writer is None:
-            if "://" in self.path:
-                import fsspec
-
-                self.stream = fsspec.open(self.path, "wb", auto_mkdir=True).open()
-            else:
-                folder = os.path.dirname(self.path) or "."
-                os.makedirs(folder, exist_ok=True)
-                self.tmp = os.path.join(folder, f".{os.path.basename(self.path)}.{os.getpid()}.tmp")
-                self.stream = open(self.tmp, "wb")
-            self.writer = pq.ParquetWriter(self.stream, self.schema, **self.options)
-        self.writer.write(batch)
-
-    def close(self) -> bool:
-        """Finish the file; True if one was written (at least one row)."""
-        if self.writer is None:
-            return False
-        self.writer.close()
-        self.stream.close()
-        if self.tmp is not None:
-            os.replace(self.tmp, self.path)
-        return True
-
-    def abort(self) -> None:
-        """Drop the file: nothing is published, a partial local file is removed."""
-        if self.writer is not None:
-            self.writer.is_open = False   # no footer: its __del__ would write one into the closed stream
-        if self.stream is not None:
-            # an fsspec upload is published by close(); discard() drops it instead
-            getattr(self.stream, "discard", self.stream.close)()
-        if self.tmp is not None and os.path.exists(self.tmp):
-            os.remove(self.tmp)
-
-
-class PartFiles:
-    """One :class:`PartFile` named ``name`` (default: a fresh :func:`part_name`) in each table
-    folder of ``roots`` (``{kind: folder}``, with ``schemas`` ``{kind: pa.Schema}``), as a task
-    writes one file per output table. A context manager: at the end of its block all files are
-    closed, or, if the block (or a close) raises, all are aborted. Then :meth:`adds` gives the
-    add action of each file that got rows."""
-
-    def __init__(self, roots: Mapping[str, str], schemas: Mapping[str, pa.Schema], name: str | None = None):
-        self.roots, self.name = dict(roots), name or part_name()
-        self.files = {kind: PartFile(f"{root}/{self.name}", schemas[kind]) for kind, root in self.roots.items()}
-        self.written: dict[str, bool] = {}
-
-    def write(self, kind: str, data: pa.RecordBatch | pa.Table) -> None:
-        """Append ``data``'s columns of table ``kind``'s schema, in its order and types (extra
-        columns are dropped; pyarrow raises when one is missing or cannot be cast)."""
-        schema = self.files[kind].schema
-        table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
-        self.files[kind].write(table.select(schema.names).cast(schema))
-
-    def __enter__(self) -> "PartFiles":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc_type is None:
-            try:
-                self.written = {kind: f.close() for kind, f in self.files.items()}
-                return False
-            except BaseException:
-                self._abort()
-                raise
-        self._abort()
-        return False   # the block's exception goes on
-
-    def _abort(self) -> None:
-        for f in self.files.values():
-            f.abort()
-
-    def adds(self, stats_columns: Mapping[str, Sequence[str]]) -> dict[str, str]:
-        """``{kind: DataFile JSON}`` for each closed file with rows; ``stats_columns[kind]`` are
-        the columns its statistics cover."""
-        return {kind: describe(self.roots[kind], self.name, {}, stats_columns[kind]).to_json()
-                for kind, done in self.written.items() if done}
-
-
-def task_adds(details: Iterable[Mapping], kinds: Iterable[str]) -> dict[str, list[DataFile]]:
-    """``{kind: [DataFile]}`` from tasks' reports, each with ``"adds"``: ``{kind: DataFile JSON}``
-    (what :meth:`PartFiles.adds` gave the task)."""
-    details = list(details)
-    return {kind: [DataFile.from_json(d["adds"][kind]) for d in details if kind in d["adds"]] for kind in kinds}
-
-
-class Uncommitted:
-    """The driver's side of :class:`PartFiles`: the files tasks wrote, ``adds`` (``{kind:
-    [DataFile]}``, paths relative to the local folders ``roots[kind]``), until a commit names them.
-
-    A context manager: call :meth:`committed` once a table's commit has succeeded; at the end of
-    the block the files of every other table (its commit raised, or committed nothing, e.g. a
-    replayed transaction) are deleted. Readers never see such files, but only VACUUM would remove
-    them, so a failed stage would otherwise leave them behind for good.
-    """
-
-    def __init__(self, roots: Mapping[str, str], adds: Mapping[str, Sequence[DataFile]]):
-        self.roots, self.adds = dict(roots), {kind: list(files) for kind, files in adds.items()}
-        self.pending = set(self.adds)
-
-    def committed(self, kind: str) -> None:
-        self.pending.discard(kind)
-
-    def __enter__(self) -> "Uncommitted":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        for kind in sorted(self.pending):
-            for add in self.adds[kind]:
-                path = os.path.join(self.roots[kind], add.path)
-                if os.path.exists(path):
-                    os.remove(path)
-        return False   # the block's exception goes on
-
-
 #: Files a task writes for one source file: ``part-<source key>-<uuid4 hex>.c000.snappy.parquet``.
 SOURCE_PART = re.compile(r"part-([0-9a-f]{16})-[0-9a-f]{32}\.c000\.snappy\.parquet")
 
@@ -199,28 +70,6 @@ def part_name(source: str | None = None) -> str:
     :data:`SOURCE_PART` name carrying its :func:`source_key`."""
     tag = f"{source_key(source)}-" if source is not None else ""
     return f"part-{tag}{uuid.uuid4().hex}.c000.snappy.parquet"
-
-
-def files_of_sources(table_uri: str, sources: Sequence[str]) -> list[dict] | None:
-    """The live files of an unpartitioned table holding rows of ``sources`` (a re-ingest replaces
-    them), as :func:`files_in` rows. A :data:`SOURCE_PART` file holds one source's rows, named by
-    its key. None when another file (written by Spark, or rewritten by OPTIMIZE) may hold rows of
-    one of ``sources`` by its ``source_file`` statistics: it needs a row-level rewrite (Spark's
-    ``replaceWhere``)."""
-    keys = {source_key(s) for s in sources}
-    found = []
-    for entry in files_in(table_uri, None, ["source_file"]).to_pylist():
-        match = SOURCE_PART.fullmatch(entry["path"].rsplit("/", 1)[-1])
-        if match:
-            if match.group(1) in keys:
-                found.append(entry)
-            continue
-        low, high = entry.get("min.source_file"), entry.get("max.source_file")
-        # statistics hold 32-character prefixes: p may be in the file iff low <= p and p's prefix <= high's
-        if low is None or high is None or any(low <= p and p[:STRING_PREFIX_LENGTH] <= high[:STRING_PREFIX_LENGTH]
-                                              for p in sources):
-            return None
-    return found
 
 
 def local_path(uri: str) -> str | None:
@@ -319,13 +168,22 @@ def file_stats(metadata: pq.FileMetaData, columns: Sequence[str]) -> dict:
 
 def describe(table_root: str, relative_path: str, partition_values: Mapping[str, object],
              stats_columns: Sequence[str]) -> DataFile:
-    """The :class:`DataFile` of ``<table_root>/<relative_path>`` (a finished local Parquet file).
+    """The :class:`DataFile` of ``<table_root>/<relative_path>`` (a finished Parquet file, local or
+    an fsspec URL).
 
     Raises OSError when the file is missing, pyarrow.ArrowInvalid when it is not Parquet.
     """
-    full = os.path.join(table_root, relative_path)
-    metadata = pq.read_metadata(full)
-    return DataFile(relative_path, os.path.getsize(full),
+    full = f"{table_root}/{relative_path}"
+    if "://" in full:
+        import fsspec
+
+        fs, _, (path,) = fsspec.get_fs_token_paths(full)
+        size = fs.size(path)
+        with fs.open(path, "rb") as fh:
+            metadata = pq.read_metadata(fh)
+    else:
+        size, metadata = os.path.getsize(full), pq.read_metadata(full)
+    return DataFile(relative_path, size,
                     {k: serialize_partition_value(v) for k, v in partition_values.items()},
                     metadata.num_rows, json.dumps(file_stats(metadata, stats_columns), separators=(",", ":")))
 
@@ -345,10 +203,10 @@ def as_nullable(schema, *, metadata: bool = True):
     return schema
 
 
-def writable(table_uri: str, schema_json: str | None = None) -> bool:
+def writable(table_uri: str) -> bool:
     """True when ``table_uri`` is a local Delta table (or no table yet) that a plain commit of
-    add/remove actions may write: writer version <= 2, no table features and, given
-    ``schema_json`` (a Spark/Delta struct type as JSON), the same column names and types."""
+    add/remove actions may write: writer version <= 2 and no table features (no CHECK
+    constraints, generated columns, deletion vectors or column mapping a writer must honour)."""
     from deltalake import DeltaTable
 
     root = local_path(table_uri)
@@ -356,14 +214,8 @@ def writable(table_uri: str, schema_json: str | None = None) -> bool:
         return False
     if not DeltaTable.is_deltatable(root):
         return not os.path.exists(os.path.join(root, "_delta_log"))
-    table = DeltaTable(root)
-    protocol = table.protocol()
-    if protocol.min_writer_version > 2 or protocol.writer_features:
-        return False
-    if schema_json is None:
-        return True
-    have, want = (as_nullable(json.loads(text), metadata=False) for text in (table.schema().to_json(), schema_json))
-    return have == want
+    protocol = DeltaTable(root).protocol()
+    return protocol.min_writer_version <= 2 and not protocol.writer_features
 
 
 def commit(table_uri: str, schema_json: str, partition_by: Sequence[str], adds: Sequence[DataFile],
@@ -406,37 +258,71 @@ def commit(table_uri: str, schema_json: str, partition_by: Sequence[str], adds: 
     return True
 
 
-def append_table(table_uri: str, table: pa.Table, partition_by: Sequence[str] = (),
-                 configuration: Mapping[str, str] | None = None) -> None:
-    """Append ``table``'s rows (deltalake writes and commits them); create the table, with
-    ``partition_by`` and ``configuration``, if it does not exist."""
-    from deltalake import DeltaTable, write_deltalake
+def remove_files(table_root: str, files: Iterable[DataFile]) -> None:
+    """Delete ``files`` (relative to ``table_root``, local or an fsspec URL) where they exist."""
+    for f in files:
+        full = f"{table_root}/{f.path}"
+        if "://" in full:
+            import fsspec
 
-    root = local_path(table_uri) or table_uri
-    if DeltaTable.is_deltatable(root):
-        write_deltalake(root, table, mode="append")
-    else:
-        write_deltalake(root, table, mode="error", partition_by=list(partition_by) or None,
-                        configuration=dict(configuration or {}))
+            fs, _, (path,) = fsspec.get_fs_token_paths(full)
+            if fs.exists(path):
+                fs.rm(path)
+        elif os.path.exists(full):
+            os.remove(full)
 
 
-def replace_rows(table_uri: str, table: pa.Table, column: str, values: Sequence[str], *,
-                 txn: tuple[str, int] | None = None) -> None:
-    """Replace the rows whose ``column`` is in ``values`` with ``table``'s rows, in one commit
-    (deltalake's predicate overwrite); create the table if it does not exist. With ``txn``, a
-    set-transaction is recorded and the write skipped when that app already committed that version."""
-    from deltalake import DeltaTable, write_deltalake
-    from deltalake.transaction import CommitProperties, Transaction
+def retire_rows(table_root: str, column: str, values: Sequence, partitions: Mapping[str, Sequence] | None,
+                stats_columns: Sequence[str], *, where: Mapping[str, object] | None = None) -> tuple[list[dict], list[DataFile]]:
+    """What removing the rows whose ``column`` is in ``values`` (and whose columns equal ``where``'s
+    values) from a local table takes: ``(removes, rewritten)`` — the live files (rows of
+    :func:`files_in`) to retire, and new files already written beside them holding the rows of
+    retired files that stay. Only files in ``partitions`` are looked at.
 
-    root = local_path(table_uri) or table_uri
-    if already_committed(root, txn):
-        return
-    props = CommitProperties(app_transactions=[Transaction(txn[0], int(txn[1]))] if txn else None)
-    if DeltaTable.is_deltatable(root):
-        predicate = f"{column} IN (" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + ")"
-        write_deltalake(root, table, mode="overwrite", predicate=predicate, commit_properties=props)
-    else:
-        write_deltalake(root, table, mode="error", commit_properties=props)
+    A file named with a source key (:data:`SOURCE_PART`, when ``column`` is ``source_file`` and no
+    ``where``) holds one source's rows: retired whole or kept without reading. Another file is
+    skipped when its statistics prove it holds none of ``values``; else its rows are read, and it
+    is retired, rewritten without them if some rows stay (e.g. a file OPTIMIZE compacted across
+    sources). The caller commits both lists in one transaction, or deletes ``rewritten``.
+    """
+    named = column == "source_file" and not where
+    keys = {source_key(v) for v in values} if named else set()
+    wanted = pa.array(list(values))
+    removes: list[dict] = []
+    rewritten: list[DataFile] = []
+    try:
+        for entry in files_in(table_root, partitions, [column]).to_pylist():
+            match = SOURCE_PART.fullmatch(entry["path"].rsplit("/", 1)[-1]) if named else None
+            if match:
+                if match.group(1) in keys:
+                    removes.append(entry)
+                continue
+            low, high = entry.get(f"min.{column}"), entry.get(f"max.{column}")
+            if isinstance(low, str) and isinstance(high, str) and not any(
+                    low <= v and v[:STRING_PREFIX_LENGTH] <= high[:STRING_PREFIX_LENGTH] for v in values):
+                continue   # statistics hold 32-character prefixes: v may be in the file iff low <= v <= high's prefix
+            path = os.path.join(table_root, entry["path"])
+            # ParquetFile, not read_table: no partition discovery from the folder names
+            probe = pq.ParquetFile(path).read(columns=[column, *(where or {})])   # the full rows only when some go
+            hit = pc.is_in(probe.column(column), value_set=wanted.cast(probe.schema.field(column).type))
+            for name, value in (where or {}).items():
+                hit = pc.and_(hit, pc.equal(probe.column(name), value))
+            hit = pc.fill_null(hit, False)
+            gone = pc.sum(hit).as_py() or 0
+            if not gone:
+                continue
+            removes.append(entry)
+            if gone < probe.num_rows:
+                rows = pq.ParquetFile(path).read()
+                partition = {k[len("partition."):]: v for k, v in entry.items() if k.startswith("partition.")}
+                folder = entry["path"].rsplit("/", 1)[0] if "/" in entry["path"] else ""
+                relative = f"{folder}/{part_name()}" if folder else part_name()
+                pq.write_table(rows.filter(pc.invert(hit)), os.path.join(table_root, relative))
+                rewritten.append(describe(table_root, relative, partition, stats_columns))
+    except BaseException:
+        remove_files(table_root, rewritten)
+        raise
+    return removes, rewritten
 
 
 def already_committed(table_uri: str, txn: tuple[str, int] | None) -> bool:

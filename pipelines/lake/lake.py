@@ -1,30 +1,55 @@
-"""Delta table I/O through the catalog.
+"""The lake: where each table lives, how it is read, and the one place that decides which engine
+commits a write to it.
 
-Every write conforms the DataFrame to its :class:`~schemas.catalog.TableSpec` (column order and
-types; a missing or extra column is a ``ValueError`` naming it) and is idempotent by construction:
-full ``overwrite``, ``replaceWhere`` on a predicate, or ``MERGE`` on the table's keys. Only the
-append-only ledgers (``ops.runs``, ``ops.quality``) append.
+A table ``layer.name`` lives at ``<root>/<layer>/<name>`` (path mode) or is the catalog table
+``<catalog>.<schema>.<layer>_<name>`` (catalog mode: Unity Catalog, or Spark's session catalog).
 
-Locally a table ``layer.name`` lives at ``<root>/<layer>/<name>``; in catalog mode (Databricks,
-Unity Catalog) it is ``<catalog>.<schema>.<layer>_<name>``.
+**Who commits.** :meth:`Lake.writer` picks, per table and lake, and nothing else does:
+
+* ``deltalake`` — the table's rows arrive as files staged by tasks or as rows from the driver
+  (``TableSpec.engine == "auto"``), and the lake can take plain commits of add/remove actions: path
+  mode, local storage, a table without writer features. Tasks write straight into the table's
+  folder and the driver commits (:mod:`pipelines.lake.commits`), so no row passes through the JVM.
+* ``spark`` — everywhere else: catalog mode, object stores, tables written from Spark DataFrames
+  (MERGE, joins: ``TableSpec.engine == "spark"``), or ``lake.writer: spark``. Tasks stage their
+  files under ``<root>/_staging/`` and Spark's Delta writer publishes them.
+
+Either way one call publishes a stage's output for a table as one Delta transaction — append,
+replace the rows of some sources or keys, or overwrite — and both engines leave the same rows
+(the tests run every stage under both and in catalog mode). The engine used for each table is
+recorded in :attr:`Lake.written` for the stage's notes and ``ops.runs``. Spark and deltalake read
+each other's logs, checkpoints included, and both write checkpoints: every table gets
+``delta.checkpointInterval`` 10 at creation (Spark's default; delta-rs's is 100), so a table one
+engine owns is checkpointed as often as one the other owns (Spark at versions that are multiples
+of 10, delta-rs after every tenth commit).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import shutil
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
-from pipelines.lake import commits as delta_files
 from pipelines.config import LakeConfig
+from pipelines.lake import commits
+from pipelines.lake.commits import DataFile
+from pipelines.lake.files import TableFiles, Target, collect_audits, collect_staged
 from schemas.catalog import TableSpec
+
+#: Table properties every table gets at creation, before its own: both engines checkpoint every
+#: ten commits (Spark's default interval is 10, delta-rs's 100).
+DEFAULT_PROPERTIES = (("delta.checkpointInterval", "10"),)
 
 
 def sql_string(value: str) -> str:
@@ -32,7 +57,7 @@ def sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def sql_list(values: list[str]) -> str:
+def sql_list(values: Iterable[str]) -> str:
     """``values`` as the inside of a Spark SQL ``IN (...)`` list of string literals."""
     return ", ".join(sql_string(v) for v in values)
 
@@ -45,12 +70,50 @@ def _match(keys) -> str:
 def delta_schema_json(spec: TableSpec) -> str:
     """``spec``'s schema as Delta stores it for a path write: every column, array element and map
     value nullable, as Spark's path writes make them (``StructType.asNullable``)."""
-    return json.dumps(delta_files.as_nullable(json.loads(spec.schema.json())))
+    return json.dumps(commits.as_nullable(json.loads(spec.schema.json())))
 
 
-def arrow_schema(spec: TableSpec):
+def nullable_schema(spec: TableSpec) -> StructType:
+    """``spec``'s Spark schema with every column, array element and map value nullable."""
+    return StructType.fromJson(commits.as_nullable(json.loads(spec.schema.json())))
+
+
+def arrow_schema(spec: TableSpec) -> pa.Schema:
     """``spec``'s schema as Arrow (timestamps UTC microseconds), every column nullable."""
     return to_arrow_schema(StructType([StructField(f.name, f.dataType, True) for f in spec.schema]))
+
+
+def properties(spec: TableSpec) -> dict[str, str]:
+    """The table properties ``spec``'s table is created with."""
+    return {**dict(DEFAULT_PROPERTIES), **dict(spec.properties)}
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Which rows a publish replaces: those whose ``column`` is in ``values`` (within the partitions
+    ``partitions`` ``{column: [values, None for null]}``, when given, so that both engines prune)."""
+    column: str
+    values: tuple
+    partitions: Mapping[str, Sequence] | None = None
+
+    def predicate(self) -> str:
+        """As a Spark SQL predicate."""
+        parts = []
+        for column, values in (self.partitions or {}).items():
+            known = [v for v in values if v is not None]
+            alternatives = ([f"`{column}` IN ({', '.join(_literal(v) for v in known)})"] if known else []) + (
+                [f"`{column}` IS NULL"] if None in values else [])
+            parts.append("(" + " OR ".join(alternatives or ["false"]) + ")")
+        parts.append(f"`{self.column}` IN ({', '.join(_literal(v) for v in self.values)})" if self.values else "false")
+        return " AND ".join(parts)
+
+
+def _literal(value) -> str:
+    return sql_string(value) if isinstance(value, str) else str(value)
+
+
+#: ``replace=ALL``: a publish replaces every row of the table.
+ALL = "all"
 
 
 class Lake:
@@ -58,10 +121,14 @@ class Lake:
         self.spark = spark
         self.cfg = cfg
         self.root = cfg.root if "://" in cfg.root else str(Path(cfg.root).resolve())
+        #: ``{qualified table name: engine}`` of every write made through this lake (the runner
+        #: records it per stage and clears it).
+        self.written: dict[str, str] = {}
+        self._schema_ready = False
 
     # -- naming ---------------------------------------------------------------------------------
     def location(self, spec: TableSpec) -> str:
-        """Filesystem path (path mode) or three-part table name (catalog mode)."""
+        """Filesystem path or URL (path mode) or three-part table name (catalog mode)."""
         if self.cfg.mode == "catalog":
             return f"{self.cfg.catalog}.{self.cfg.schema_}.{spec.layer}_{spec.name}"
         return spec.path_under(self.root)
@@ -71,10 +138,16 @@ class Lake:
             return DeltaTable.forName(self.spark, self.location(spec))
         return DeltaTable.forPath(self.spark, self.location(spec))
 
+    def _local(self, spec: TableSpec) -> str | None:
+        """The table's local folder in a path-mode lake on local disk, else None."""
+        return commits.local_path(self.location(spec)) if self.cfg.mode == "path" else None
+
     # -- reads ----------------------------------------------------------------------------------
     def exists(self, spec: TableSpec) -> bool:
         if self.cfg.mode == "catalog":
             return self.spark.catalog.tableExists(self.location(spec))
+        if (local := self._local(spec)) is not None:
+            return commits.table_version(local) is not None   # the log's listing; no Spark job
         return DeltaTable.isDeltaTable(self.spark, self.location(spec))
 
     def read(self, spec: TableSpec) -> DataFrame:
@@ -87,12 +160,214 @@ class Lake:
 
     def version(self, spec: TableSpec) -> int | None:
         """Latest Delta version, or None when the table does not exist."""
-        if self.cfg.mode == "path" and (local := delta_files.local_path(self.location(spec))) is not None:
-            return delta_files.table_version(local)   # the log's listing; no Spark job
+        if (local := self._local(spec)) is not None:
+            return commits.table_version(local)
         if not self.exists(spec):
             return None
         return int(self._delta(spec).history(1).select("version").first()[0])
 
+    # -- the engine -------------------------------------------------------------------------------
+    def writer(self, spec: TableSpec) -> str:
+        """``"deltalake"`` or ``"spark"``: the engine that commits writes to ``spec``'s table on this
+        lake (see the module docstring). Raises ValueError when ``lake.writer: deltalake`` is asked
+        of a table or lake deltalake cannot commit to."""
+        local = self._local(spec)
+        can = spec.engine == "auto" and local is not None and commits.writable(local)
+        if self.cfg.writer == "deltalake" and spec.engine == "auto" and not can:
+            raise ValueError(f"lake.writer=deltalake cannot commit {spec.qualified_name} at {self.location(spec)}: "
+                             "deltalake commits only to path-mode tables on local disk without writer features")
+        return "deltalake" if can and self.cfg.writer != "spark" else "spark"
+
+    def _record(self, spec: TableSpec, engine: str) -> None:
+        self.written[spec.qualified_name] = engine
+
+    # -- files staged by tasks ----------------------------------------------------------------------
+    def staging(self, outputs: Mapping[str, TableSpec], options: Mapping[str, Sequence] | None = None,
+                gate: "Gate | None" = None) -> "Staging":
+        """Where a stage's tasks stage files for ``outputs`` (``{kind: spec}``): a context manager
+        whose :attr:`Staging.targets` go to the tasks and whose :meth:`Staging.publish` commits a
+        table's files. ``options`` ``{kind: ParquetWriter options}``. With ``gate`` the tasks
+        validate their files with each table's suite, and a table is published only if the
+        results pass (:class:`Gate`)."""
+        return Staging(self, outputs, options or {}, gate)
+
+    def stats_columns(self, spec: TableSpec) -> list[str]:
+        """The columns Delta keeps per-file statistics of in ``spec``'s table."""
+        if (local := self._local(spec)) is not None:
+            return commits.stats_columns(local, spec.columns, spec.partition_by, properties(spec))
+        return commits.indexed_columns(spec.columns, spec.partition_by, properties(spec))
+
+    def _publish_files(self, spec: TableSpec, engine: str, folder: str, files: list[DataFile], replace,
+                       txn: tuple[str, int] | None, operation: str) -> bool:
+        if engine == "deltalake":
+            root = self._local(spec)
+            removes, rewritten = [], []
+            if replace == ALL:
+                removes = commits.files_in(root).to_pylist()
+            elif isinstance(replace, Rows):
+                removes, rewritten = commits.retire_rows(root, replace.column, list(replace.values), replace.partitions,
+                                                         self.stats_columns(spec))
+            try:
+                done = commits.commit(root, delta_schema_json(spec), spec.partition_by, [*files, *rewritten], removes,
+                                      txn=txn, configuration=properties(spec), operation=operation)
+            except BaseException:
+                commits.remove_files(root, rewritten)
+                raise
+            if not done:
+                commits.remove_files(root, rewritten)
+            return done
+        paths = [f"{folder}/{f.path}" for f in files]
+        df = (self.spark.read.schema(nullable_schema(spec)).option("basePath", folder).parquet(*paths) if paths
+              else self.spark.createDataFrame([], spec.schema))
+        mode = "append" if replace is None else "overwrite"
+        where = replace.predicate() if isinstance(replace, Rows) else None
+        return self._spark_write(spec, df, mode, where=where, txn=txn)
+
+    # -- rows from the driver -------------------------------------------------------------------------
+    def append_rows(self, spec: TableSpec, rows: list[tuple]) -> None:
+        """Append a few rows (tuples in ``spec``'s column order): ledgers keyed by a fresh run id.
+        Raises TypeError/ArrowInvalid (deltalake) or Spark's error when a value does not fit its column."""
+        self.replace_rows(spec, rows, None)
+
+    def replace_rows(self, spec: TableSpec, rows: list[tuple], replace: Rows | None, *,
+                     txn: tuple[str, int] | None = None) -> bool:
+        """Replace the rows ``replace`` selects (None: append) with ``rows`` (tuples in ``spec``'s
+        column order), one commit; with ``txn`` it is skipped (False) when that app already
+        committed that version."""
+        engine = self.writer(spec)
+        self._record(spec, engine)
+        if engine == "deltalake":
+            root = self._local(spec)
+            target = Target(spec.qualified_name, root, arrow_schema(spec), tuple(spec.partition_by),
+                            tuple(self.stats_columns(spec)))
+            with TableFiles({"rows": target}) as out:
+                out.write("rows", pa.Table.from_pylist([dict(zip(spec.columns, row)) for row in rows],
+                                                       schema=target.schema))
+            files = collect_staged([{"staged": out.staged()}], ["rows"])["rows"]
+            try:
+                done = self._publish_files(spec, engine, root, files, replace, txn, "WRITE")
+            except BaseException:
+                commits.remove_files(root, files)
+                raise
+            if not done:
+                commits.remove_files(root, files)
+            return done
+        df = self.spark.createDataFrame(rows, spec.schema)
+        return self._spark_write(spec, df, "append" if replace is None else "overwrite",
+                                 where=None if replace is None else replace.predicate(), txn=txn)
+
+    def delete_rows(self, spec: TableSpec, column: str, values: Sequence[str], where: Mapping[str, str] | None = None) -> None:
+        """Delete the rows whose ``column`` is in ``values`` and, when given, whose columns equal
+        ``where``'s values, in one commit; no-op on a missing table or no values. The key set
+        stays distributed under Spark (a MERGE), however large."""
+        if not values or not self.exists(spec):
+            return
+        engine = self.writer(spec)
+        self._record(spec, engine)
+        if engine == "deltalake":
+            root = self._local(spec)
+            removes, rewritten = commits.retire_rows(root, column, list(values), None, self.stats_columns(spec),
+                                                     where=dict(where or {}))
+            if removes:
+                commits.commit(root, delta_schema_json(spec), spec.partition_by, rewritten, removes,
+                               configuration=properties(spec), operation="DELETE")
+            return
+        keys = self.spark.createDataFrame([(v,) for v in values], f"`{column}` string")
+        extra = " AND ".join(f"t.`{c}` = {sql_string(v)}" for c, v in (where or {}).items()) or None
+        self.delete_matching(spec, keys, (column,), extra)
+
+    # -- Spark DataFrame writes ----------------------------------------------------------------------
+    @staticmethod
+    def conform(spec: TableSpec, df: DataFrame) -> DataFrame:
+        """Select and cast ``df``'s columns to ``spec``'s schema; raise ValueError if they differ."""
+        have, want = set(df.columns), set(spec.columns)
+        if have != want:
+            raise ValueError(
+                f"{spec.qualified_name}: missing columns {sorted(want - have)}, unexpected {sorted(have - want)}"
+            )
+        # to the nullable form of each type: Delta stores every column, element and value
+        # nullable on a path write, and a cast may not drop nulls from an array of a file's rows
+        return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in nullable_schema(spec).fields])
+
+    def _spark_write(self, spec: TableSpec, df: DataFrame, mode: str, *, where: str | None = None,
+                     txn: tuple[str, int] | None = None, replace_schema: bool = False) -> bool:
+        """One Spark Delta write of ``df`` (``mode`` append or overwrite; ``where`` makes an
+        overwrite a ``replaceWhere``), creating the table with its properties if it does not
+        exist. With ``txn`` the commit records Delta's ``txnAppId``/``txnVersion``, and Delta skips
+        it when that app already committed that version (True either way)."""
+        self._record(spec, "spark")
+        writer = self.conform(spec, df).write.format("delta")
+        if spec.partition_by:
+            writer = writer.partitionBy(*spec.partition_by)
+        if self.exists(spec):
+            writer = writer.mode(mode)
+            if where is not None and mode == "overwrite":
+                writer = writer.option("replaceWhere", where)
+        else:
+            writer = writer.mode("overwrite")
+            for key, value in properties(spec).items():   # options named delta.* become table properties
+                writer = writer.option(key, value)
+        if replace_schema:
+            writer = writer.option("overwriteSchema", "true")
+        if txn is not None:
+            writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
+        if self.cfg.mode == "catalog":
+            self._ensure_schema()
+            writer.saveAsTable(self.location(spec))
+        else:
+            writer.save(self.location(spec))
+        return True
+
+    def _ensure_schema(self) -> None:
+        if not self._schema_ready:
+            name = f"{self.cfg.catalog}.{self.cfg.schema_}"
+            if not self.spark.catalog.databaseExists(name):
+                self.spark.sql(f"CREATE SCHEMA IF NOT EXISTS {name}")
+            self._schema_ready = True
+
+    def overwrite(self, spec: TableSpec, df: DataFrame, *, replace_schema: bool = False) -> None:
+        """Replace the whole table with ``df`` (one atomic Delta commit).
+
+        ``replace_schema``: also replace the stored schema with the catalog's (a table written
+        before the catalog added a column); otherwise a schema change is an error.
+        """
+        self._spark_write(spec, df, "overwrite", replace_schema=replace_schema)
+
+    def replace_where(self, spec: TableSpec, df: DataFrame, predicate: str) -> None:
+        """Atomically replace the rows matching ``predicate`` with ``df`` (creates the table if new)."""
+        self._spark_write(spec, df, "overwrite", where=predicate)
+
+    def merge(self, spec: TableSpec, df: DataFrame) -> None:
+        """Upsert ``df`` on the table's keys."""
+        df = self.conform(spec, df)
+        if not self.exists(spec):
+            self.overwrite(spec, df)
+            return
+        self._record(spec, "spark")
+        (self._delta(spec).alias("t").merge(df.alias("s"), _match(spec.keys))
+         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+
+    def insert_new(self, spec: TableSpec, df: DataFrame) -> None:
+        """Insert the rows of ``df`` whose keys the table lacks (an insert-only MERGE: a retried
+        write adds nothing twice, and a concurrent writer of the same keys conflicts)."""
+        df = self.conform(spec, df)
+        if not self.exists(spec):
+            self.overwrite(spec, df)
+            return
+        self._record(spec, "spark")
+        self._delta(spec).alias("t").merge(df.alias("s"), _match(spec.keys)).whenNotMatchedInsertAll().execute()
+
+    def delete_matching(self, spec: TableSpec, keys: DataFrame, on: tuple[str, ...], where: str | None = None) -> None:
+        """Delete the rows whose ``on`` columns match a row of ``keys`` (and, if given, the SQL
+        predicate ``where`` over the table's columns prefixed ``t.``), in one MERGE; no-op on a
+        missing table. The key set stays distributed, however large."""
+        if not self.exists(spec):
+            return
+        self._record(spec, "spark")
+        cond = _match(on) + (f" AND ({where})" if where else "")
+        self._delta(spec).alias("t").merge(keys.select(*on).distinct().alias("s"), cond).whenMatchedDelete().execute()
+
+    # -- schema upgrades ----------------------------------------------------------------------------
     def add_missing_columns(self, spec: TableSpec) -> list[str]:
         """Add the catalog's columns that an existing table lacks (a lake written by an earlier
         crawlake), each at its catalog position (``ALTER TABLE ... ADD COLUMNS (c t AFTER p)``),
@@ -101,8 +376,7 @@ class Lake:
         ValueError naming the table and column. A missing table is left alone."""
         if not self.exists(spec):
             return []
-        local = delta_files.local_path(self.location(spec)) if self.cfg.mode == "path" else None
-        if local is not None:
+        if (local := self._local(spec)) is not None:
             from deltalake import DeltaTable as RustTable
 
             have = {f.name for f in RustTable(local).schema().fields}
@@ -121,122 +395,137 @@ class Lake:
         self.spark.sql(f"ALTER TABLE {target} ADD COLUMNS ({columns})")
         return [f.name for _, f in missing]
 
-    # -- writes ---------------------------------------------------------------------------------
-    @staticmethod
-    def conform(spec: TableSpec, df: DataFrame) -> DataFrame:
-        """Select and cast ``df``'s columns to ``spec``'s schema; raise ValueError if they differ."""
-        have, want = set(df.columns), set(spec.columns)
-        if have != want:
-            raise ValueError(
-                f"{spec.qualified_name}: missing columns {sorted(want - have)}, unexpected {sorted(have - want)}"
-            )
-        return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in spec.schema.fields])
 
-    def _writer(self, spec: TableSpec, df: DataFrame, mode: str):
-        writer = self.conform(spec, df).write.format("delta").mode(mode)
-        if spec.partition_by:
-            writer = writer.partitionBy(*spec.partition_by)
-        return writer
+class Gate:
+    """Write-audit-publish for staged files: :meth:`check` gets a table's suite results before
+    its publish and raises (publishing nothing) when one failed, returning the rows to record
+    otherwise; :meth:`record` gets those rows once the stage's staging block has ended well.
+    :meth:`pipelines.stage.StageContext.staging` makes one that records in ``ops.quality``."""
 
-    def _save(self, spec: TableSpec, writer) -> None:
-        if self.cfg.mode == "catalog":
-            writer.saveAsTable(self.location(spec))
-        else:
-            writer.save(self.location(spec))
+    def check(self, spec: TableSpec, results: list) -> list:
+        raise NotImplementedError
 
-    def overwrite(self, spec: TableSpec, df: DataFrame, *, replace_schema: bool = False) -> None:
-        """Replace the whole table with ``df`` (one atomic Delta commit).
+    def record(self, rows: list) -> None:
+        raise NotImplementedError
 
-        ``replace_schema``: also replace the stored schema with the catalog's (a table written
-        before the catalog added a column); otherwise a schema change is an error.
-        """
-        writer = self._writer(spec, df, "overwrite")
-        if replace_schema:
-            writer = writer.option("overwriteSchema", "true")
-        self._save(spec, writer)
 
-    def replace_where(self, spec: TableSpec, df: DataFrame, predicate: str) -> None:
-        """Atomically replace the rows matching ``predicate`` with ``df`` (creates the table if new)."""
-        if not self.exists(spec):
-            self.overwrite(spec, df)
-            return
-        self._save(spec, self._writer(spec, df, "overwrite").option("replaceWhere", predicate))
+class Staging:
+    """A stage's staged files, from the targets its tasks write to until each table's publish.
 
-    def merge(self, spec: TableSpec, df: DataFrame) -> None:
-        """Upsert ``df`` on the table's keys."""
-        df = self.conform(spec, df)
-        if not self.exists(spec):
-            self.overwrite(spec, df)
-            return
-        cond = _match(spec.keys)
-        (self._delta(spec).alias("t").merge(df.alias("s"), cond)
-         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+    Use as a context manager (:meth:`Lake.staging`): send :attr:`targets` to the tasks, :meth:`add`
+    their reports, then :meth:`publish` each table (once, or as files arrive). At the end of the
+    block every staged file no commit took (a publish raised, committed nothing, or never ran) is
+    removed, and the staging folder of Spark-published tables with it; readers never see such
+    files, but only VACUUM would remove them otherwise.
+    """
 
-    def insert_new(self, spec: TableSpec, df: DataFrame) -> None:
-        """Insert the rows of ``df`` whose keys the table lacks (an insert-only MERGE: a retried
-        write adds nothing twice, and a concurrent writer of the same keys conflicts)."""
-        df = self.conform(spec, df)
-        if not self.exists(spec):
-            self.overwrite(spec, df)
-            return
-        cond = _match(spec.keys)
-        self._delta(spec).alias("t").merge(df.alias("s"), cond).whenNotMatchedInsertAll().execute()
+    def __init__(self, lake: Lake, outputs: Mapping[str, TableSpec], options: Mapping[str, Sequence],
+                 gate: Gate | None = None):
+        self.lake, self.outputs, self.gate = lake, dict(outputs), gate
+        self.engines = {kind: lake.writer(spec) for kind, spec in self.outputs.items()}
+        self.folder = f"{lake.root.rstrip('/')}/_staging/{uuid.uuid4().hex}"
+        self.targets = {
+            kind: Target(spec.qualified_name,
+                         lake._local(spec) if self.engines[kind] == "deltalake" else f"{self.folder}/{spec.layer}.{spec.name}",
+                         arrow_schema(spec), tuple(spec.partition_by),
+                         tuple(lake.stats_columns(spec)) if self.engines[kind] == "deltalake" else (),
+                         tuple(options.get(kind, ())), audit=gate is not None)
+            for kind, spec in self.outputs.items()}
+        #: ``{kind: [DataFile]}``: staged and not yet published
+        self.files: dict[str, list[DataFile]] = {kind: [] for kind in self.outputs}
+        #: ``{kind: [suite results of each task]}``, and the passed results to record
+        self.audits: dict[str, list] = {kind: [] for kind in self.outputs}
+        self._passed: list = []
 
-    def delete_matching(self, spec: TableSpec, keys: DataFrame, on: tuple[str, ...], where: str | None = None) -> None:
-        """Delete the rows whose ``on`` columns match a row of ``keys`` (and, if given, the SQL
-        predicate ``where`` over the table's columns prefixed ``t.``), in one MERGE; no-op on a
-        missing table. The key set stays distributed, however large."""
-        if not self.exists(spec):
-            return
-        cond = _match(on) + (f" AND ({where})" if where else "")
-        self._delta(spec).alias("t").merge(keys.select(*on).distinct().alias("s"), cond).whenMatchedDelete().execute()
+    def add(self, details: Iterable[Mapping]) -> None:
+        """Take the tasks' reports: each a mapping whose ``"staged"`` is what
+        :meth:`~pipelines.lake.files.TableFiles.staged` gave the task."""
+        details = list(details)
+        for kind, files in collect_staged(details, list(self.outputs)).items():
+            self.files[kind].extend(files)
+        for kind, results in collect_audits(details, list(self.outputs)).items():
+            self.audits[kind].extend(results)
 
-    def append(self, spec: TableSpec, df: DataFrame) -> None:
-        """Append rows; only for append-only ledgers keyed by a fresh run id."""
-        self._save(spec, self._writer(spec, df, "append"))
+    def paths(self, kind: str) -> list[str]:
+        """Full paths (or URLs) of ``kind``'s staged files."""
+        return [f"{self.targets[kind].folder}/{f.path}" for f in self.files[kind]]
 
-    def direct_location(self, spec: TableSpec) -> str | None:
-        """The local folder of ``spec``'s table when tasks may write its Parquet files themselves
-        and the driver commit them with deltalake (:mod:`pipelines.lake.commits`): path mode, a
-        local lake, a plain protocol and the catalog's columns. None otherwise (use Spark)."""
-        location = self.location(spec)
-        if self.cfg.mode == "path" and delta_files.writable(location, delta_schema_json(spec)):
-            return delta_files.local_path(location)
-        return None
+    def read_arrow(self, kind: str, columns: Sequence[str]) -> pa.Table:
+        """``columns`` of ``kind``'s staged files as one Arrow table, read on the driver (for
+        checks on small columns before publishing); empty with the target's types when none."""
+        target = self.targets[kind]
+        if not self.files[kind]:
+            return target.file_schema.empty_table().select(list(columns))
+        fs, paths = _filesystem(self.paths(kind))
+        return pq.read_table(paths, columns=list(columns), filesystem=fs, schema=target.file_schema, partitioning=None)
 
-    def stats_columns(self, spec: TableSpec) -> list[str]:
-        """The columns Delta keeps per-file statistics of in ``spec``'s table."""
-        return delta_files.stats_columns(self.location(spec), spec.columns, spec.partition_by, dict(spec.properties))
+    def open(self, kind: str, file: DataFile) -> pq.ParquetFile:
+        """One of ``kind``'s staged files, open for reading."""
+        fs, (path,) = _filesystem([f"{self.targets[kind].folder}/{file.path}"])
+        return pq.ParquetFile(fs.open_input_file(path) if fs is not None else path)
 
-    def commit_files(self, spec: TableSpec, adds: list[delta_files.DataFile], removes: list[dict] = (), *,
-                     txn: tuple[str, int] | None = None, operation: str) -> bool:
-        """Commit files tasks wrote into ``spec``'s table folder (and retire ``removes``) with
-        deltalake, creating the table with the catalog's schema, partitioning and properties;
-        see :func:`pipelines.delta_files.commit` (False: nothing committed)."""
-        return delta_files.commit(self.location(spec), delta_schema_json(spec), spec.partition_by, adds, removes,
-                                  txn=txn, configuration=dict(spec.properties), operation=operation)
+    def swap(self, kind: str, old: DataFile, new: Sequence[DataFile]) -> None:
+        """A driver-side rewrite replaced staged file ``old`` by ``new`` (already written into the
+        target's folder); ``old`` is deleted."""
+        self.files[kind].remove(old)
+        commits.remove_files(self.targets[kind].folder, [old])
+        self.files[kind].extend(new)
 
-    def replace_with_files(self, outputs: Mapping[str, TableSpec], roots: Mapping[str, str],
-                           adds: Mapping[str, list[delta_files.DataFile]], *, operation: str) -> None:
-        """Replace all rows of each table in ``outputs`` (``{kind: spec}``) with the files tasks
-        wrote into its folder ``roots[kind]`` (``adds[kind]``), one deltalake commit per table, in
-        order. If a commit raises, the files of that table and of the tables after it are removed
-        (:class:`~pipelines.delta_files.Uncommitted`) and the error goes on."""
-        with delta_files.Uncommitted(roots, adds) as written:
-            for kind, spec in outputs.items():
-                if self.commit_files(spec, adds[kind], delta_files.files_in(roots[kind]).to_pylist(), operation=operation):
-                    written.committed(kind)
+    def publish(self, kind: str, *, replace=None, txn: tuple[str, int] | None = None, operation: str,
+                checks: Sequence = ()) -> bool:
+        """Commit ``kind``'s staged files (those added since its last publish) to its table as one
+        transaction: appended (``replace`` None), replacing every row (:data:`ALL`) or the rows a
+        :class:`Rows` selects. With ``txn`` the commit is skipped when that app already committed
+        that version. Returns whether a commit was made (deltalake makes none for nothing to add
+        or remove, or a replayed ``txn``; its files are then removed at the end of the block).
 
-    def append_rows(self, spec: TableSpec, rows: list[tuple]) -> None:
-        """Append a few rows (tuples in ``spec``'s column order), as :meth:`append`.
+        With a gate, the tasks' suite results and ``checks`` (the stage's own, e.g. key
+        uniqueness across files: ``(expectation, column, success, observed)``) must pass first;
+        :class:`~pipelines.stage.QualityGateError` otherwise, nothing published."""
+        spec = self.outputs[kind]
+        engine = self.engines[kind]
+        if self.gate is not None:
+            from pipelines import quality
 
-        On a local path-mode lake the commit goes through deltalake (milliseconds; a Spark write of
-        one ledger row costs about a second of driver and job overhead), else through Spark.
-        Raises TypeError/ArrowInvalid (deltalake) or Spark's error when a value does not fit its column.
-        """
-        location = self.direct_location(spec)
-        if location is not None:
-            table = pa.Table.from_pylist([dict(zip(spec.columns, row)) for row in rows], schema=arrow_schema(spec))
-            delta_files.append_table(location, table, spec.partition_by, dict(spec.properties))
-        else:
-            self.append(spec, self.spark.createDataFrame(rows, spec.schema))
+            self._passed.extend(self.gate.check(spec, quality.merge_results(self.audits[kind]) + list(checks)))
+            self.audits[kind] = []
+        self.lake._record(spec, engine)
+        files = self.files[kind]
+        done = self.lake._publish_files(spec, engine, self.targets[kind].folder, files, replace, txn, operation)
+        if done or engine == "spark":
+            self.files[kind] = []
+        return done
+
+    def __enter__(self) -> "Staging":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        for kind, files in self.files.items():
+            if self.engines[kind] == "deltalake":
+                commits.remove_files(self.targets[kind].folder, files)
+        _remove_tree(self.folder)
+        if exc_type is None and self.gate is not None and self._passed:
+            self.gate.record(self._passed)
+        return False   # the block's exception goes on
+
+
+def _filesystem(paths: Sequence[str]):
+    """``(pyarrow filesystem or None for local, paths as that filesystem names them)``."""
+    if not paths or "://" not in paths[0]:
+        return None, list(paths)
+    import fsspec
+    from pyarrow.fs import FSSpecHandler, PyFileSystem
+
+    fs, _, names = fsspec.get_fs_token_paths(list(paths))
+    return PyFileSystem(FSSpecHandler(fs)), list(names)
+
+
+def _remove_tree(path: str) -> None:
+    if "://" in path:
+        import fsspec
+
+        fs, _, (root,) = fsspec.get_fs_token_paths(path)
+        if fs.exists(root):
+            fs.rm(root, recursive=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)

@@ -341,8 +341,6 @@ def _result(lake: Lake, mode: str, rows_in: int, rows_out: int, hashed: int, ban
             cfg: DedupConfig, exact_removed: int, near_removed: int) -> StageResult:
     return StageResult(
         rows_in=rows_in, rows_out=rows_out,
-        input_versions={BRONZE_DOCUMENTS.qualified_name: lake.version(BRONZE_DOCUMENTS)},
-        output_versions={t.qualified_name: lake.version(t) for t in OUTPUTS},
         notes={"mode": mode, "new_documents": rows_in, "signatures_computed": hashed,
                "bands_x_rows": f"{bands}x{rows}", "verified": cfg.verify,
                "exact_removed": exact_removed, "near_removed": near_removed},

@@ -8,21 +8,28 @@ Dask cluster instead (:mod:`pipelines.engines.dask_embed`). On GPU executors set
 
 Refresh (the default): only documents that have no vectors for this (model, revision) are embedded,
 and vectors of documents that left ``silver.documents_clean`` are deleted, so a re-run with nothing
-new embeds nothing. Rows are inserted with an insert-only MERGE on (doc_id, chunk_id, model,
-model_revision): a retried run never duplicates a vector, and another model's or revision's
-vectors stay beside them. ``embed.refresh: false`` re-embeds every document of this revision.
+new embeds nothing. The tasks stage their vectors as files and the lake appends them in one commit
+(Dask: one commit per ``commit_rows`` vectors as results arrive), so a killed or retried run
+resumes where the last commit left it and never duplicates a vector; another model's or
+revision's vectors stay beside them. ``embed.refresh: false`` re-embeds every document of this
+revision.
 """
 
 from __future__ import annotations
 
+import json
 from functools import partial
 
+import pyarrow as pa
 from pyspark.sql import functions as F
 
 from pipelines.kernels.embed import EmbedParams, embed_batch
-from pipelines.stage import StageContext, StageResult
 from pipelines.lake import sql_string
+from pipelines.lake.files import TableFiles, Target
+from pipelines.stage import StageContext, StageResult
 from schemas.catalog import GOLD_EMBEDDINGS, SILVER_DOCUMENTS_CLEAN
+
+OUTPUTS = {"vectors": GOLD_EMBEDDINGS}
 
 
 def revision_predicate(params: EmbedParams, alias: str = "") -> str:
@@ -39,51 +46,46 @@ def upgrade_schema(lake) -> None:
         lake.overwrite(GOLD_EMBEDDINGS, old, replace_schema=True)
 
 
-def _embed_partition(batches, params: EmbedParams):
-    for batch in batches:
-        yield embed_batch(batch, params)
+def _embed_to_files(batches, *, params: EmbedParams, targets: dict[str, Target]):
+    """A task: embed its documents' chunks and stage the vectors as one Parquet file. Yields one
+    row: JSON of its staged files."""
+    with TableFiles(targets) as files:
+        for batch in batches:
+            files.write("vectors", embed_batch(batch, params))
+    yield pa.RecordBatch.from_pydict({"detail": [json.dumps(files.report())]})
 
 
 def run(ctx: StageContext) -> StageResult:
     lake, cfg = ctx.lake, ctx.cfg.embed
     params = EmbedParams.resolve(cfg)  # the embed section, and its model's revision resolved once, on the driver
-    mine = revision_predicate(params)
+    revision = {"model": params.model_label, "model_revision": params.model_revision}
     upgrade_schema(lake)
-    if cfg.engine == "dask":
-        from pipelines.engines.dask_embed import embed_with_dask
-
-        counts = embed_with_dask(lake, params, cfg)
-    else:
-        counts = _embed_with_spark(ctx, params, mine)
-    out = lake.read(GOLD_EMBEDDINGS).filter(mine)
-    return StageResult(
-        rows_in=counts["documents"], rows_out=out.count(),
-        input_versions={SILVER_DOCUMENTS_CLEAN.qualified_name: lake.version(SILVER_DOCUMENTS_CLEAN)},
-        output_versions={GOLD_EMBEDDINGS.qualified_name: lake.version(GOLD_EMBEDDINGS)},
-        notes={"model": params.model_label, "revision": params.model_revision, "engine": cfg.engine,
-               **{k: v for k, v in counts.items() if k != "documents"}},
-    )
-
-
-def _embed_with_spark(ctx: StageContext, params: EmbedParams, mine: str) -> dict[str, int]:
-    lake, cfg = ctx.lake, ctx.cfg.embed
     docs = lake.read(SILVER_DOCUMENTS_CLEAN).select("doc_id", "text")
-    embed = partial(_embed_partition, params=params)
-    if not cfg.refresh:
-        lake.replace_where(GOLD_EMBEDDINGS, docs.mapInArrow(embed, GOLD_EMBEDDINGS.schema), mine)
-        n = docs.count()
-        return {"documents": n, "documents_embedded": n, "documents_unchanged": 0, "documents_removed": 0}
-
-    have = lake.read(GOLD_EMBEDDINGS).filter(mine).select("doc_id").distinct()
+    if cfg.refresh:
+        have = lake.read(GOLD_EMBEDDINGS).filter(revision_predicate(params)).select("doc_id").distinct()
+        gone = [r.doc_id for r in have.join(docs.select("doc_id"), "doc_id", "left_anti").collect()]
+        lake.delete_rows(GOLD_EMBEDDINGS, "doc_id", gone, where=revision)
+    else:   # every document again: this revision's vectors go first
+        have = lake.spark.createDataFrame([], "doc_id string")
+        gone = []
+        lake.delete_rows(GOLD_EMBEDDINGS, "model_revision", [params.model_revision], where={"model": params.model_label})
     todo = docs.join(have, "doc_id", "left_anti")
-    gone = have.join(docs.select("doc_id"), "doc_id", "left_anti").cache()
-    n_docs, n_todo, n_gone = docs.count(), todo.count(), gone.count()
-    if n_gone:
-        lake.delete_matching(GOLD_EMBEDDINGS, gone, ("doc_id",), revision_predicate(params, "t"))
-    gone.unpersist()
-    if n_todo:
-        # Spread the new documents over every core (or GPU): a refresh often finds them in a few files.
-        todo = todo.repartition(max(1, min(n_todo, ctx.spark.sparkContext.defaultParallelism)))
-        lake.insert_new(GOLD_EMBEDDINGS, todo.mapInArrow(embed, GOLD_EMBEDDINGS.schema))
-    return {"documents": n_docs, "documents_embedded": n_todo, "documents_unchanged": n_docs - n_todo,
-            "documents_removed": n_gone}
+    n_docs, n_todo = docs.count(), todo.count()
+    with ctx.staging(OUTPUTS) as staging:
+        if n_todo and cfg.engine == "dask":
+            from pipelines.engines.dask_embed import embed_with_dask
+
+            embed_with_dask(lake.read(SILVER_DOCUMENTS_CLEAN).inputFiles(), [r.doc_id for r in have.collect()],
+                            params, staging, cfg)
+        elif n_todo:
+            # Spread the new documents over every core (or GPU): a refresh often finds them in a few files.
+            todo = todo.repartition(max(1, min(n_todo, ctx.spark.sparkContext.defaultParallelism)))
+            task = partial(_embed_to_files, params=params, targets=staging.targets)
+            staging.add(json.loads(r.detail) for r in todo.mapInArrow(task, "detail string").collect())
+            staging.publish("vectors", operation="embed")
+    out = lake.read(GOLD_EMBEDDINGS).filter(revision_predicate(params))
+    return StageResult(
+        rows_in=n_docs, rows_out=out.count(),
+        notes={"model": params.model_label, "revision": params.model_revision, "engine": cfg.engine,
+               "documents_embedded": n_todo, "documents_unchanged": n_docs - n_todo, "documents_removed": len(gone)},
+    )

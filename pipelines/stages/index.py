@@ -140,8 +140,6 @@ def run(ctx: StageContext) -> StageResult:
     _remove_unlisted(directory, {shard_uri(root, e["path"]) for e in entries})
     return StageResult(
         rows_in=sum(r.n for r in sums), rows_out=sum(e["rows"] for e in entries),
-        input_versions={GOLD_EMBEDDINGS.qualified_name: version},
-        output_versions={GOLD_INDEX_MANIFEST.qualified_name: lake.version(GOLD_INDEX_MANIFEST)},
         notes={"index_type": cfg.index.type, "shards": len(entries), "shards_rebuilt": len(built),
                "min_tuned_recall": round(min((e["tuned_recall"] for e in entries), default=1.0), 4),
                "shards_unchanged": len(keep), "built_types": ",".join(sorted({e["index_type"] for e in entries})),

@@ -6,14 +6,12 @@ optionally sampled (``sample_fraction``) and capped (``max_files``) for trial ru
 
 One Spark task per file (a gzip-per-record WARC is not splittable without an index). Files are
 processed ``files_per_commit`` at a time: parse, audit (write-audit-publish), replace those files'
-rows, then record them in ``ops.ingest_log`` with size, mtime and sha256. On a local path-mode
-lake each task writes its file's documents and quarantine rows as Parquet files straight into the
-tables' folders (named by the file's source key) and runs the ``bronze.documents`` suite on them;
-the driver checks doc_id uniqueness across files, then commits each table with deltalake, the
-files' earlier row files removed in the same commit (:mod:`pipelines.lake.commits`). Elsewhere
-(catalog mode, object stores), or when an earlier row file mixes sources (OPTIMIZE), Spark's
-Delta writer publishes with ``replaceWhere`` on ``source_file``. A file whose size and mtime match its log entry is skipped; a changed file is
-read again and its rows replaced. A run killed anywhere therefore ends, after a re-run, with each
+rows, then record them in ``ops.ingest_log`` with size, mtime and sha256. Each task stages its
+file's documents and quarantine rows as Parquet files named by the file's source key and runs the
+``bronze.documents`` suite on them; the driver sets aside records repeated across files, checks
+doc_id uniqueness, and the lake replaces the files' rows in each table in one commit
+(:mod:`pipelines.lake`). A file whose size and mtime match its log entry is skipped; a changed
+file is read again and its rows replaced. A run killed anywhere therefore ends, after a re-run, with each
 file's records present exactly once.
 """
 
@@ -31,18 +29,16 @@ from functools import partial
 import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema
 from rich.console import Console
 
-from pipelines import quality
-from pipelines.lake import commits as delta_files
 from pipelines.config import IngestConfig
-from pipelines.kernels.warc import ROW_SCHEMA, duplicate_detail, parse_files_to_batches
-from pipelines.stage import StageContext, StageResult, run_together
-from pipelines.lake import arrow_schema, sql_list
+from pipelines.kernels.warc import duplicate_detail, parse_files_to_batches
+from pipelines.lake import Rows, Staging, sql_list
+from pipelines.lake.commits import part_name, source_key
+from pipelines.lake.files import TableFiles, Target, collect_staged
+from pipelines.stage import StageContext, StageResult
 from schemas.catalog import BRONZE_DOCUMENTS, BRONZE_QUARANTINE, OPS_INGEST_LOG
 
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".warc.wet.gz", ".arc.gz")
@@ -107,37 +103,42 @@ def _fingerprint(path: str) -> tuple[int, float]:
     return int(info.get("size") or 0), float(mtime)
 
 
-def _parse_partition(batches, limits: IngestConfig):
-    for batch in batches:
-        yield from parse_files_to_batches(batch.column("path").to_pylist(), limits)
-
-
 def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[int, float]],
                   committed_at: dict[str, datetime], limits: IngestConfig) -> dict[str, dict]:
-    """Parse, audit and publish one commit batch of files; returns each file's summary."""
-    # largest first: the tasks start in this order, so the cores finish together (LPT)
-    files = sorted(files, key=lambda f: -prints[f][0])
+    """Parse, audit and publish one commit batch of files; returns each file's summary.
+
+    Tasks (one per file, largest first) parse, stage and audit each file's documents and
+    quarantine rows; the driver sets repeated records aside, gates on the suite and doc_id
+    uniqueness, replaces the files' rows in both tables, then logs the files in
+    ``ops.ingest_log`` — last, so only a fully published file counts as done.
+    """
+    spark, lake = ctx.spark, ctx.lake
+    files = sorted(files, key=lambda f: -prints[f][0])   # the cores finish together (LPT)
     # which copy of a repeated record is kept: the lake's, then the earlier-committed file's, then by name
     precedence = sorted(files, key=lambda f: (f not in committed_at, committed_at.get(f) or _EPOCH, f))
-    roots = {kind: ctx.lake.direct_location(spec) for kind, spec in OUTPUTS.items()}
-    if all(roots.values()) and ctx.lake.direct_location(OPS_INGEST_LOG):
-        summaries = _ingest_with_deltalake(ctx, files, precedence, limits, roots)
-    else:
-        summaries = _ingest_with_spark(ctx, files, precedence, limits)
+    with ctx.staging(OUTPUTS) as staging:
+        task = partial(_write_partition, limits=limits, targets=staging.targets)
+        rows = _one_task_per_file(spark, files).mapInArrow(task, "source_file string, detail string").collect()
+        summaries = {r.source_file: json.loads(r.detail) for r in rows}
+        staging.add(summaries.values())
+        repeated = []
+        if staging.files["documents"]:
+            docs = spark.read.schema(BRONZE_DOCUMENTS.schema).parquet(*staging.paths("documents"))
+            repeated = _repeated_records(ctx, docs, files, precedence)
+            _set_aside(staging, repeated)
+            _count_duplicates(summaries, repeated)
+        published = staging.read_arrow("documents", ["doc_id", "source_file"])
+        lake_held = {r.doc_id: r.kept_file for r in repeated if r.kept_file not in files}
+        unique = _uniqueness_check(published.column("doc_id"), published.column("source_file"), lake_held)
+        in_batch = Rows("source_file", tuple(files))
+        # documents first: their gate (the suite and doc_id uniqueness) decides for the batch
+        staging.publish("documents", replace=in_batch, operation="ingest", checks=[unique])
+        staging.publish("quarantine", replace=in_batch, operation="ingest")
     now = datetime.now(timezone.utc)
-    log_rows = [{"source_file": f, "size_bytes": prints[f][0], "mtime": prints[f][1], "sha256": s.get("sha256"),
-                 "run_id": ctx.run_id, "documents": s["documents"], "quarantined": s["quarantined"],
-                 "skipped": sum(s["skipped"].values()), "committed_at": now, "records": s["records"],
-                 "duplicates": s["duplicates"]}
+    log_rows = [(f, prints[f][0], prints[f][1], s.get("sha256"), ctx.run_id, s["documents"], s["quarantined"],
+                 sum(s["skipped"].values()), now, s["records"], s["duplicates"])
                 for f, s in ((f, summaries[f]) for f in files)]
-    # last: only the log marks the files done. replaceWhere, not MERGE: the batch's files are known.
-    if roots["documents"]:
-        table = pa.Table.from_pylist(log_rows, schema=arrow_schema(OPS_INGEST_LOG))
-        delta_files.replace_rows(ctx.lake.location(OPS_INGEST_LOG), table, "source_file", files)
-    else:
-        ctx.lake.replace_where(OPS_INGEST_LOG, ctx.spark.createDataFrame(
-            [tuple(r[c] for c in OPS_INGEST_LOG.columns) for r in log_rows], OPS_INGEST_LOG.schema),
-            f"source_file IN ({sql_list(files)})")
+    lake.replace_rows(OPS_INGEST_LOG, log_rows, in_batch)
     return summaries
 
 
@@ -201,36 +202,28 @@ def _uniqueness_check(doc_ids: pa.ChunkedArray, sources: pa.ChunkedArray, lake_h
 
 
 OUTPUTS = {"documents": BRONZE_DOCUMENTS, "quarantine": BRONZE_QUARANTINE}
-#: The suite runs inside the task on at most this many documents at a time (pandas memory).
-AUDIT_CHUNK_ROWS = 20_000
+#: A driver-side rewrite of a staged file reads it this many rows at a time.
+REWRITE_CHUNK_ROWS = 20_000
 
 
-def _write_partition(batches, *, limits: IngestConfig, roots: dict[str, str], stats: dict[str, list[str]]):
-    """A task: parse each file and write its documents and quarantine rows as one Parquet file each
-    (named by the file's source key) into the tables' folders, and run the ``bronze.documents``
-    suite on the documents; yields one ``(source_file, detail)`` row per file, ``detail`` the
-    kernel's summary JSON plus ``audit`` and the written files' Delta add actions (``adds``)."""
-    schemas = {kind: arrow_schema(spec) for kind, spec in OUTPUTS.items()}
+def _write_partition(batches, *, limits: IngestConfig, targets: dict[str, Target]):
+    """A task: parse each file and stage its documents and quarantine rows as one Parquet file
+    each (named by the file's source key; validated with their suites); yields one
+    ``(source_file, detail)`` row per file, ``detail`` the kernel's summary JSON plus the files'
+    report (``staged``, ``audits``)."""
     for batch in batches:
         sources, details = [], []
         for path in batch.column("path").to_pylist():
             summary = None
-            with delta_files.PartFiles(roots, schemas, delta_files.part_name(path)) as out:
+            with TableFiles(targets, part_name(path)) as out:
                 for rows in parse_files_to_batches([path], limits):
                     kinds = rows.column("kind")
                     summary = summary or next((json.loads(d) for d in
                                                rows.filter(pc.equal(kinds, "summary")).column("detail").to_pylist()), None)
                     for kind, value in (("documents", "document"), ("quarantine", "quarantine")):
                         out.write(kind, rows.filter(pc.equal(kinds, value)))
-            summary["adds"] = out.adds(stats)
-            if out.written["documents"]:
-                # in chunks; doc_ids repeated across chunks or files are caught by the driver's check
-                summary["audit"] = quality.validate_parquet(
-                    f"{roots['documents']}/{out.name}", BRONZE_DOCUMENTS,
-                    ["doc_id", "url", "warc_record_id", "source_file", "text", "http_status", "text_length"],
-                    AUDIT_CHUNK_ROWS)
             sources.append(path)
-            details.append(json.dumps(summary))
+            details.append(json.dumps({**summary, **out.report()}))
         yield pa.RecordBatch.from_pydict({"source_file": sources, "detail": details})
 
 
@@ -244,115 +237,30 @@ def _one_task_per_file(spark, files: list[str]):
         F.element_at(paths, (F.col("id") + 1).cast("int")).alias("path"))
 
 
-def _set_aside(written: delta_files.Uncommitted, roots: dict[str, str], repeated: list,
-               stats: dict[str, list[str]]) -> None:
-    """Rewrite each documents file of the tasks that holds a repeated record without it, and write
-    those records' ``duplicate_record`` rows as a quarantine file of the same source; the files
-    replace the tasks' in ``written.adds`` (the old documents file is deleted)."""
-    schemas = {kind: arrow_schema(spec) for kind, spec in OUTPUTS.items()}
+def _set_aside(staging: Staging, repeated: list) -> None:
+    """Rewrite each staged documents file that holds a repeated record without it, and stage
+    those records' ``duplicate_record`` rows as a quarantine file of the same source."""
     by_source: dict[str, list] = {}
     for r in repeated:
         by_source.setdefault(r.source_file, []).append(r)
     for source, rows in by_source.items():
-        prefix = f"part-{delta_files.source_key(source)}-"
-        old = next(a for a in written.adds["documents"] if a.path.startswith(prefix))
+        prefix = f"part-{source_key(source)}-"
+        old = next(f for f in staging.files["documents"] if f.path.startswith(prefix))
         drop = pa.array(sorted(r.record_offset for r in rows), pa.int64())
-        with delta_files.PartFiles(roots, schemas, delta_files.part_name(source)) as out:
-            for batch in pq.ParquetFile(f"{roots['documents']}/{old.path}").iter_batches(batch_size=AUDIT_CHUNK_ROWS):
+        with TableFiles(staging.targets, part_name(source)) as out:
+            for batch in staging.open("documents", old).iter_batches(batch_size=REWRITE_CHUNK_ROWS):
                 out.write("documents", batch.filter(pc.invert(pc.is_in(batch.column("record_offset"), drop))))
-            out.write("quarantine", pa.Table.from_pylist(_duplicate_rows(rows), schema=schemas["quarantine"]))
-        written.adds["documents"].remove(old)
-        os.remove(f"{roots['documents']}/{old.path}")
-        for kind, add in out.adds(stats).items():
-            written.adds[kind].append(delta_files.DataFile.from_json(add))
+            out.write("quarantine", pa.Table.from_pylist(_duplicate_rows(rows), schema=staging.targets["quarantine"].schema))
+        new = collect_staged([{"staged": out.staged()}], list(OUTPUTS))
+        staging.swap("documents", old, new["documents"])
+        staging.files["quarantine"].extend(new["quarantine"])
+        staging.audits["quarantine"].append(out.audits["quarantine"])
 
 
-def _ingest_with_deltalake(ctx: StageContext, files: list[str], precedence: list[str], limits: IngestConfig,
-                           roots: dict[str, str]) -> dict[str, dict]:
-    """Tasks write and audit the files' rows; the driver sets repeated records aside, gates, then
-    commits each table with deltalake (add actions, and remove actions for the files' earlier
-    rows), or, when an earlier row file mixes sources, publishes the written files with Spark's
-    ``replaceWhere``."""
-    spark, lake = ctx.spark, ctx.lake
-    stats = {kind: lake.stats_columns(spec) for kind, spec in OUTPUTS.items()}
-    task = partial(_write_partition, limits=limits, roots=roots, stats=stats)
-    rows = _one_task_per_file(spark, files).mapInArrow(task, "source_file string, detail string").collect()
-    summaries = {r.source_file: json.loads(r.detail) for r in rows}
-    adds = delta_files.task_adds(summaries.values(), OUTPUTS)
-    with delta_files.Uncommitted(roots, adds) as written:  # the Spark fallback leaves them all to remove
-        doc_files = lambda: [f"{roots['documents']}/{a.path}" for a in written.adds["documents"]]  # noqa: E731
-        repeated = []
-        if doc_files():
-            keys = spark.read.schema(BRONZE_DOCUMENTS.schema).parquet(*doc_files())
-            repeated = _repeated_records(ctx, keys, files, precedence)
-            _set_aside(written, roots, repeated, stats)
-            _count_duplicates(summaries, repeated)
-        published = (pq.read_table(doc_files(), columns=["doc_id", "source_file"]) if doc_files()
-                     else pa.table({"doc_id": pa.array([], pa.string()), "source_file": pa.array([], pa.string())}))
-        lake_held = {r.doc_id: r.kept_file for r in repeated if r.kept_file not in files}
-        audits = [s["audit"] for s in summaries.values() if "audit" in s]
-        results = quality.merge_results(audits) + [
-            _uniqueness_check(published.column("doc_id"), published.column("source_file"), lake_held)]
-        adds = written.adds
-        audited = quality.gate(ctx, "ingest", BRONZE_DOCUMENTS, "bronze_documents", results, record=False)
-        replaced = {kind: delta_files.files_of_sources(roots[kind], files) for kind in OUTPUTS}
-        if all(r is not None for r in replaced.values()):
-            for kind, spec in OUTPUTS.items():
-                if lake.commit_files(spec, adds[kind], replaced[kind], operation="ingest"):
-                    written.committed(kind)
-        else:
-            in_batch = f"source_file IN ({sql_list(files)})"
-            read = lambda kind: (spark.read.schema(OUTPUTS[kind].schema).parquet(*[f"{roots[kind]}/{a.path}" for a in adds[kind]])  # noqa: E731
-                                 if adds[kind] else spark.createDataFrame([], OUTPUTS[kind].schema))
-            run_together((lake.replace_where, BRONZE_DOCUMENTS, read("documents"), in_batch),
-                         (lake.replace_where, BRONZE_QUARANTINE, read("quarantine"), in_batch))
-        quality.record_results(ctx, audited)
-    return summaries
-
-
-def _ingest_with_spark(ctx: StageContext, files: list[str], precedence: list[str],
-                       limits: IngestConfig) -> dict[str, dict]:
-    """Parse into Spark's cache, audit, and publish with Spark's Delta writer (catalog mode,
-    object stores); returns each file's summary."""
-    spark, lake = ctx.spark, ctx.lake
-    parsed = (_one_task_per_file(spark, files)
-              .mapInArrow(partial(_parse_partition, limits=limits), from_arrow_schema(ROW_SCHEMA))
-              .persist())
-    summaries = {r.source_file: json.loads(r.detail)  # runs the parse (one task per file) into the cache
-                 for r in parsed.filter(F.col("kind") == "summary").select("source_file", "detail").collect()}
-    # Audit and writes read the cache in fewer, larger tasks: the audit is a dozen small jobs, and
-    # per-task overhead would dominate them; the Delta files come out fewer and larger too.
-    rows = parsed.coalesce(spark.sparkContext.defaultParallelism)
-    docs = lake.conform(BRONZE_DOCUMENTS, rows.filter(F.col("kind") == "document").select(BRONZE_DOCUMENTS.columns))
-    bad = rows.filter(F.col("kind") == "quarantine").select(BRONZE_QUARANTINE.columns)
-    repeated = _repeated_records(ctx, docs, files, precedence)
-    _count_duplicates(summaries, repeated)
-    if repeated:
-        aside = spark.createDataFrame([(r.source_file, r.record_offset) for r in repeated], "source_file string, record_offset long")
-        docs = docs.join(F.broadcast(aside), ["source_file", "record_offset"], "left_anti").select(BRONZE_DOCUMENTS.columns)
-        bad = bad.unionByName(spark.createDataFrame(_duplicate_rows(repeated), BRONZE_QUARANTINE.schema))
-
-    in_batch = f"source_file IN ({sql_list(files)})"
-    # The suite runs on the new rows (doc_id unique among them); the lake's copies the repeats
-    # named must be gone from them.
-    lake_held = {r.doc_id: r.kept_file for r in repeated if r.kept_file not in files}
-    kept = docs.filter(F.col("doc_id").isin(list(lake_held))).select("doc_id", "source_file").collect() if lake_held else []
-    audited = quality.audit(ctx, "ingest", BRONZE_DOCUMENTS, docs, record=False, extra_checks=[_uniqueness_check(
-        pa.chunked_array([[r.doc_id for r in kept]], pa.string()), pa.chunked_array([[r.source_file for r in kept]], pa.string()),
-        lake_held)])
-    # These three commits are independent (only the ingest log, written last, marks the files
-    # done), so they run together: each is mostly Delta's fixed commit work on the driver.
-    run_together((lake.replace_where, BRONZE_DOCUMENTS, docs, in_batch),
-                 (lake.replace_where, BRONZE_QUARANTINE, bad, in_batch),
-                 (quality.record_results, ctx, audited))
-    parsed.unpersist()
-    return summaries
-
-
-def run(ctx: StageContext, inputs: list[str]) -> StageResult:
-    """Ingest ``inputs`` (already validated by :func:`resolve_inputs` or raw: resolved here)."""
+def run(ctx: StageContext) -> StageResult:
+    """Ingest ``ingest.input`` (paths, globs, folders, URLs, listings: resolved here)."""
     cfg = ctx.cfg.ingest
-    files = select_files(resolve_inputs(inputs, cfg.paths_prefix), cfg.max_files, cfg.sample_fraction, cfg.sample_seed)
+    files = select_files(resolve_inputs(cfg.input, cfg.paths_prefix), cfg.max_files, cfg.sample_fraction, cfg.sample_seed)
     log = ctx.lake.read(OPS_INGEST_LOG).select("source_file", "size_bytes", "mtime", "committed_at").collect()
     committed = {r.source_file: (r.size_bytes, r.mtime) for r in log}
     committed_at = {r.source_file: r.committed_at for r in log}
@@ -374,9 +282,7 @@ def run(ctx: StageContext, inputs: list[str]) -> StageResult:
 
     notes = _notes(files, todo, summaries)
     return StageResult(rows_in=notes["records"], rows_out=notes["documents"],
-                       rows_quarantined=sum(s["quarantined"] for s in summaries.values()),
-                       output_versions={BRONZE_DOCUMENTS.qualified_name: ctx.lake.version(BRONZE_DOCUMENTS)},
-                       notes=notes)
+                       rows_quarantined=sum(s["quarantined"] for s in summaries.values()), notes=notes)
 
 
 def _notes(files: list[str], todo: list[str], summaries: dict[str, dict]) -> dict[str, object]:

@@ -4,7 +4,7 @@ A byte-level BPE tokenizer (:func:`pipelines.kernels.tokens.train_bpe`) made fro
 clean documents. Spark pre-tokenizes and counts the pre-tokens on the executors; only the table
 of distinct pre-tokens and their counts streams to the driver (``toLocalIterator``, one partition
 at a time), where Hugging Face's trainer, which is single-machine, runs. The file is saved under
-the run's id, and the run is recorded in ``ops.runs`` (stage ``train_tokenizer``); tokenize with
+the run's id, and the run is recorded in ``ops.runs`` (stage ``train_tokenizer``, run by ``crawlake train-tokenizer``); tokenize with
 it through ``--set tokenize.tokenizer=<path>``.
 """
 
@@ -15,15 +15,12 @@ from pathlib import Path
 import fsspec
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
-from rich.console import Console
 
-from pipelines import ledger
 from pipelines.config import Config
 from pipelines.kernels.tokens import count_pretokens, train_bpe
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import SILVER_DOCUMENTS_CLEAN
 
-STAGE = "train_tokenizer"
 _WORD_COUNTS = StructType([StructField("word", StringType(), False), StructField("count", LongType(), False)])
 
 
@@ -59,17 +56,6 @@ def run(ctx: StageContext) -> StageResult:
         f.write(tok.to_str())
     return StageResult(
         rows_in=n_docs, rows_out=1,
-        input_versions={SILVER_DOCUMENTS_CLEAN.qualified_name: ctx.lake.version(SILVER_DOCUMENTS_CLEAN)},
         notes={"path": path, "vocab_size": tok.get_vocab_size(), "distinct_pretokens": seen["words"],
                "pretokens": seen["occurrences"]},
     )
-
-
-def train(cfg: Config, console: Console | None = None) -> ledger.StageRun:
-    """Run the stage on the configured lake, record it in ``ops.runs``, print the summary.
-
-    Re-raises the stage's exception after recording the failed run.
-    """
-    from pipelines.runner import run_recorded
-
-    return run_recorded(cfg, STAGE, run, console)

@@ -11,13 +11,11 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from conftest import lake_config, read_table, real_file
 
 from pipelines.config import EmbedConfig
-from pipelines.kernels.embed import (EmbedParams, ModelRef, chunk_documents, embed_batch, load_model, plan_batches,
-                                     resolve_model)
+from pipelines.kernels.embed import EmbedParams, chunk_documents, load_model, resolve_model
 
 CPU = EmbedParams(EmbedConfig(device="cpu"))
 
@@ -125,13 +123,15 @@ def test_rerun_embeds_nothing_and_changes_nothing(spark, lake):
     assert all(np.array_equal(after[k][2], before[k][2]) for k in before)
 
 
-def test_refresh_embeds_new_documents_and_drops_removed_ones(spark, lake, tmp_path):
+@pytest.mark.parametrize("writer", ["deltalake", "spark"])
+def test_refresh_embeds_new_documents_and_drops_removed_ones(spark, lake, tmp_path, writer):
     from pyspark.sql import functions as F
 
     from pipelines.runner import run_pipeline
     from schemas.catalog import SILVER_DOCUMENTS_CLEAN
 
     cfg2, lake2 = copy_lake(spark, lake[0], tmp_path)
+    cfg2 = cfg2.model_copy(update={"lake": cfg2.lake.model_copy(update={"writer": writer})})
     root = Path(cfg2.lake.root)
     clean = lake2.read(SILVER_DOCUMENTS_CLEAN).localCheckpoint()
     ids = sorted(r.doc_id for r in clean.select("doc_id").collect())
@@ -142,6 +142,7 @@ def test_refresh_embeds_new_documents_and_drops_removed_ones(spark, lake, tmp_pa
     before = vectors(spark, root)
     run = run_pipeline(cfg2, stages=("embed",))[-1]
     assert run.result.notes["documents_embedded"] == 1 and run.result.notes["documents_removed"] == 2
+    assert run.result.writers["gold.embeddings"] == writer
     after = vectors(spark, root)
     assert {d for d, _ in after} == (set(ids) - {removed, changed}) | {"new-doc"}
     for key in after:
@@ -169,27 +170,28 @@ def test_another_model_revision_writes_alongside(spark, lake, tmp_path):
     assert len(per_model) == 2 and len(set(per_model.values())) == 1, per_model
 
 
-def test_dask_engine_writes_the_same_vectors_as_spark(spark, lake, tmp_path):
-    from deltalake import DeltaTable
-
-    from pipelines.engines.dask_embed import embed_table
-    from schemas.catalog import GOLD_EMBEDDINGS, SILVER_DOCUMENTS_CLEAN
+@pytest.mark.parametrize("writer", ["deltalake", "spark"])
+def test_dask_engine_writes_the_same_vectors_as_spark(spark, lake, tmp_path, writer):
+    """``embed.engine=dask``: Dask workers run the kernel and stage the vectors, the lake commits
+    them (either engine): the Spark path's vectors, and a re-run embeds nothing."""
+    from pipelines.runner import run_pipeline
+    from schemas.catalog import SILVER_DOCUMENTS_CLEAN
 
     cfg, lake_, _ = lake
-    out = str(tmp_path / "embeddings")
-    params = EmbedParams(EmbedConfig(device="cpu"), resolve_model("default").revision)
-    counts = embed_table(lake_.location(SILVER_DOCUMENTS_CLEAN), out, params, workers=2)
-    assert counts["documents_embedded"] == counts["documents"] == lake_.read(SILVER_DOCUMENTS_CLEAN).count()
-    dask_rows = DeltaTable(out).to_pyarrow_table().to_pylist()
     spark_rows = vectors(spark, Path(cfg.lake.root))
-    assert {(r["doc_id"], r["chunk_id"]) for r in dask_rows} == set(spark_rows)
-    for r in dask_rows:
-        start, end, vec = spark_rows[(r["doc_id"], r["chunk_id"])]
-        assert (r["char_start"], r["char_end"]) == (start, end)
-        np.testing.assert_allclose(np.asarray(r["vector"], np.float32), vec, atol=1e-6)
-    # Spark reads what deltalake wrote, with the catalog's schema.
-    assert spark.read.format("delta").load(out).schema == GOLD_EMBEDDINGS.schema
-    assert embed_table(lake_.location(SILVER_DOCUMENTS_CLEAN), out, params, workers=1)["documents_embedded"] == 0
+    cfg2, _ = copy_lake(spark, cfg, tmp_path)
+    shutil.rmtree(Path(cfg2.lake.root) / "gold" / "embeddings")
+    cfg2 = lake_config(Path(cfg2.lake.root), "embed.device=cpu", "embed.engine=dask", "embed.dask_workers=2",
+                       f"lake.writer={writer}")
+    run = run_pipeline(cfg2, stages=("embed",))[-1]
+    assert run.result.notes["documents_embedded"] == lake_.read(SILVER_DOCUMENTS_CLEAN).count()
+    assert run.result.writers["gold.embeddings"] == writer
+    dask_rows = vectors(spark, Path(cfg2.lake.root))
+    assert dask_rows.keys() == spark_rows.keys()
+    for key, (start, end, vec) in dask_rows.items():
+        assert (start, end) == spark_rows[key][:2]
+        np.testing.assert_allclose(vec, spark_rows[key][2], atol=1e-6)
+    assert run_pipeline(cfg2, stages=("embed",))[-1].result.notes["documents_embedded"] == 0
 
 
 # -- index and search ------------------------------------------------------------------------------

@@ -2,36 +2,35 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 import pytest
-from conftest import lake_config, read_table, real_file
+from conftest import WRITERS, lake_config, read_lake, real_file
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def filtered(spark, tmp_path_factory):
+@pytest.fixture(scope="module", params=WRITERS)
+def filtered(spark, tmp_path_factory, request):
     """Ingest the excerpt, publish bronze as dedup (dedup is not under test), run filter with the
-    default (fineweb) preset and a user domain blocklist that names the Russian page's domain."""
+    default (fineweb) preset and a user domain blocklist that names the Russian page's domain;
+    once per writer (the tables' equality across writers: tests/integration/test_engines.py)."""
     from pipelines.runner import run_pipeline
     from pipelines.lake import Lake
     from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DOCUMENTS_DEDUP
 
-    root = tmp_path_factory.mktemp("filter_lake")
+    root = tmp_path_factory.mktemp(f"filter_lake_{request.param}")
     blocklist = root / "domains.txt"
     blocklist.write_text("# test list\n01spb.ru\n", encoding="utf-8")
-    cfg = lake_config(root, f"filter.url.domain_blocklists=[{blocklist}]")
+    cfg = lake_config(root, f"filter.url.domain_blocklists=[{blocklist}]", writer=request.param)
     cfg = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(
         update={"input": [real_file("cc-main-2020-34-excerpt.warc.gz")]})})
     run_pipeline(cfg, stages=("ingest",))
     lake = Lake(spark, cfg.lake)
     lake.overwrite(SILVER_DOCUMENTS_DEDUP, lake.read(BRONZE_DOCUMENTS))
     (run,) = run_pipeline(cfg, stages=("filter",))
-    docs = {r.doc_id: r.asDict() for r in read_table(spark, root, "silver.documents_dedup").collect()}
-    clean = {r.doc_id: r.asDict() for r in read_table(spark, root, "silver.documents_clean").collect()}
-    decisions = [r.asDict() for r in read_table(spark, root, "silver.filter_decisions").collect()]
+    docs = {r.doc_id: r.asDict() for r in read_lake(spark, cfg, "silver.documents_dedup").collect()}
+    clean = {r.doc_id: r.asDict() for r in read_lake(spark, cfg, "silver.documents_clean").collect()}
+    decisions = [r.asDict() for r in read_lake(spark, cfg, "silver.filter_decisions").collect()]
     return docs, clean, decisions, run.result, cfg
 
 
@@ -81,22 +80,3 @@ def test_notes_give_the_funnel_and_languages(filtered):
     assert sum(v["documents"] for v in langs.values()) == 16 and langs["zh"]["documents"] == 11
     assert sum(v["kept"] for v in langs.values()) == len(clean)
     assert notes["failed_by_filter"]["url_domain_blocklist"] == 1
-
-
-def test_spark_writer_makes_the_same_tables(spark, filtered, monkeypatch):
-    """Where deltalake may not commit (catalog mode, object stores) the pass is persisted and
-    written by Spark's Delta writer: the same rows in both tables and the same notes."""
-    from pipelines.ledger import new_run_id
-    from pipelines.stage import StageContext
-    from pipelines.stages import filter as filter_stage
-    from pipelines.lake import Lake
-
-    docs, clean, decisions, direct, cfg = filtered
-    monkeypatch.setattr(Lake, "direct_location", lambda self, spec: None)
-    result = filter_stage.run(StageContext(spark, cfg, Lake(spark, cfg.lake), new_run_id()))
-    assert (result.rows_in, result.rows_out, result.notes) == (direct.rows_in, direct.rows_out, direct.notes)
-    root = Path(cfg.lake.root)
-    assert {r.doc_id: r.asDict() for r in read_table(spark, root, "silver.documents_clean").collect()} == clean
-    key = lambda d: (d["doc_id"], d["filter"])  # noqa: E731
-    assert sorted((r.asDict() for r in read_table(spark, root, "silver.filter_decisions").collect()), key=key) == \
-        sorted(decisions, key=key)

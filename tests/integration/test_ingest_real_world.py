@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import lake_config, read_table, real_file
+from conftest import WRITERS, lake_config, read_lake, real_file
 from fastwarc.warc import ArchiveIterator, WarcRecordType
 
 from pipelines.kernels.warc import FILE_DAMAGE_REASONS, parse_warc_file
@@ -20,11 +20,20 @@ REAL = ("cc-main-2020-34-excerpt.warc.gz", "ia-heritrix-2008-example.warc.gz", "
         "cc-main-2024-22-whirlwind.warc.wet.gz", "cc-main-2024-22-whirlwind.warc.wat.gz")
 
 
-def ingest(root: Path, inputs: list, *overrides: str):
-    cfg = lake_config(root, "ingest.progress=false", *overrides)
+#: The config each lake of this module was last ingested with (path or catalog mode).
+_CONFIGS: dict[str, object] = {}
+
+
+def ingest(root: Path, inputs: list, *overrides: str, writer: str = "auto"):
+    cfg = lake_config(root, "ingest.progress=false", *overrides, writer=writer)
     cfg = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"input": [str(p) for p in inputs]})})
+    _CONFIGS[str(root)] = cfg
     (run,) = run_pipeline(cfg, stages=("ingest",))
     return run
+
+
+def read_table(spark, root: Path, qualified: str):
+    return read_lake(spark, _CONFIGS[str(root)], qualified)
 
 
 def documents(path) -> set[str]:
@@ -71,13 +80,9 @@ def assert_every_record_accounted_for(spark, root: Path, run) -> None:
     assert sum(notes["documents_by_content_type_source"].values()) == notes["documents"]
 
 
-@pytest.fixture(params=["deltalake", "spark"])
-def writer(request, monkeypatch):
-    """Both ways ingest publishes: task-written files committed by deltalake, and Spark's writer."""
-    if request.param == "spark":
-        from pipelines.lake import Lake
-
-        monkeypatch.setattr(Lake, "direct_location", lambda self, spec: None)
+@pytest.fixture(params=WRITERS)
+def writer(request):
+    """Every way ingest publishes: deltalake commits of the staged files, Spark's writer, catalog mode."""
     return request.param
 
 
@@ -93,7 +98,7 @@ def test_truncated_redownload_and_renamed_copy_are_duplicates_not_failures(spark
     others = [real_file(n) for n in REAL if not n.startswith("ia-")]
     root = tmp_path / "lake"
 
-    first = ingest(root, [full, partial, *others])
+    first = ingest(root, [full, partial, *others], writer=writer)
     pages = documents(full) | set().union(*(documents(f) for f in others))
     ids = [r.doc_id for r in read_table(spark, root, "bronze.documents").select("doc_id").collect()]
     assert sorted(ids) == sorted(pages), "each page exactly once"
@@ -109,7 +114,7 @@ def test_truncated_redownload_and_renamed_copy_are_duplicates_not_failures(spark
     # next month: a renamed copy of a file the lake already holds
     renamed = crawl / "CC-MAIN-2020-34-copy.warc.gz"
     shutil.copy(real_file("cc-main-2020-34-excerpt.warc.gz"), renamed)
-    second = ingest(root, [full, partial, *others, renamed])
+    second = ingest(root, [full, partial, *others, renamed], writer=writer)
     assert second.result.notes["files_skipped"] == 2 + len(others) and second.result.rows_out == 0
     assert sorted(r.doc_id for r in read_table(spark, root, "bronze.documents").select("doc_id").collect()) == sorted(pages)
     copies = read_table(spark, root, "bronze.quarantine").filter(f"source_file = '{renamed}'").collect()

@@ -10,7 +10,7 @@ from collections import defaultdict
 
 import pyarrow as pa
 import pytest
-from conftest import lake_config, read_table, real_file
+from conftest import WRITERS, lake_config, read_lake, read_table, real_file
 
 from pipelines.config import TokenizeConfig
 from pipelines.kernels.tokens import count_tokens, load_tokenizer, pack_batches, separator_ids
@@ -24,9 +24,9 @@ def with_inputs(cfg, *names):
     return cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"input": [real_file(n) for n in names]})})
 
 
-@pytest.fixture(scope="module")
-def lake(spark, tmp_path_factory):
-    """Ingest the real archives, publish every document as clean, tokenize.
+@pytest.fixture(scope="module", params=WRITERS)
+def lake(spark, tmp_path_factory, request):
+    """Ingest the real archives, publish every document as clean, tokenize; once per writer.
 
     Dedup and filter are left out: tokenize must conserve whatever silver.documents_clean holds,
     and those two stages would double the fixture's time (the sample-lake run covers the chain).
@@ -37,27 +37,33 @@ def lake(spark, tmp_path_factory):
     from pipelines.lake import Lake
     from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DOCUMENTS_CLEAN
 
-    root = tmp_path_factory.mktemp("tokenize_lake")
-    cfg = with_inputs(lake_config(root, *SETTINGS), "cc-main-2020-34-excerpt.warc.gz", "ia-heritrix-2008-example.warc.gz")
+    root = tmp_path_factory.mktemp(f"tokenize_lake_{request.param}")
+    cfg = with_inputs(lake_config(root, *SETTINGS, writer=request.param), "cc-main-2020-34-excerpt.warc.gz",
+                      "ia-heritrix-2008-example.warc.gz")
     run_pipeline(cfg, stages=("ingest",))
     lake = Lake(spark, cfg.lake)
     lake.overwrite(SILVER_DOCUMENTS_CLEAN, lake.read(BRONZE_DOCUMENTS).select(
         "*", F.lit(None).cast("string").alias("language"), F.lit(None).cast("double").alias("language_score")))
     runs = run_pipeline(cfg, stages=("tokenize",))
-    return root, runs[-1]
+    return root, runs[-1], cfg
 
 
 @pytest.fixture(scope="module")
 def tables(spark, lake):
-    root, _ = lake
-    clean = {r.doc_id: r.text for r in read_table(spark, root, "silver.documents_clean").select("doc_id", "text").collect()}
-    seqs = [r.asDict() for r in read_table(spark, root, "gold.token_sequences").collect()]
-    docs = [r.asDict() for r in read_table(spark, root, "gold.document_tokens").collect()]
+    _, _, cfg = lake
+    clean = {r.doc_id: r.text for r in read_lake(spark, cfg, "silver.documents_clean").select("doc_id", "text").collect()}
+    seqs = [r.asDict() for r in read_lake(spark, cfg, "gold.token_sequences").collect()]
+    docs = [r.asDict() for r in read_lake(spark, cfg, "gold.document_tokens").collect()]
     return clean, seqs, docs
 
 
+def path_mode(cfg) -> None:
+    if cfg.lake.mode != "path":
+        pytest.skip("loaders and --lake-root read path-mode lakes")
+
+
 def test_tokens_are_conserved_on_real_data(lake, tables):
-    _, tokenize_run = lake
+    _, tokenize_run, _ = lake
     clean, seqs, docs = tables
     assert len(clean) > 100
     ids = sorted(clean)
@@ -102,7 +108,8 @@ def test_sequences_are_full_except_each_groups_last_and_replay_the_documents(tab
 def test_loader_reads_the_spark_written_table_exactly_once(lake, tables):
     from pipelines.loaders import IGNORE_INDEX, DeltaLoader, TokenSequenceDataset
 
-    root, tokenize_run = lake
+    root, tokenize_run, cfg = lake
+    path_mode(cfg)
     _, seqs, _ = tables
     uri = str(root / "gold" / "token_sequences")
     rows = {s["seq_id"]: s for s in seqs}
@@ -122,8 +129,10 @@ def test_loader_reads_the_spark_written_table_exactly_once(lake, tables):
 def test_train_tokenizer_then_pack_with_it(spark, lake, capsys):
     from pipelines.cli import main
 
-    root, _ = lake
-    assert main(["train-tokenizer", "--lake-root", str(root), "--vocab-size", "600"]) == 0
+    root, _, cfg = lake
+    path_mode(cfg)
+    assert main(["train-tokenizer", "--lake-root", str(root), "--vocab-size", "600", "--set",
+                 f"lake.writer={cfg.lake.writer}"]) == 0
     path = capsys.readouterr().out.strip().splitlines()[-1]
     run = read_table(spark, root, "ops.runs").filter("stage = 'train_tokenizer'").collect()
     assert len(run) == 1 and run[0].status == "succeeded" and path.endswith(f"/{run[0].run_id}/tokenizer.json")
@@ -157,53 +166,33 @@ def test_train_tokenizer_on_an_empty_lake_is_a_clear_error(spark, tmp_path, caps
     assert [(r.stage, r.status) for r in runs] == [("train_tokenizer", "failed")]
 
 
-def test_spark_writer_makes_the_same_tables(spark, lake, tables, monkeypatch):
-    """Where deltalake may not commit (catalog mode, object stores) Spark's writer is used: same
-    rows in both tables, same counts, and the tables stay readable by both engines."""
-    from pipelines.ledger import new_run_id
-    from pipelines.stage import StageContext
-    from pipelines.stages import tokenize
-    from pipelines.lake import Lake
-
-    root, stage_run = lake
-    direct_run = stage_run.result
-    _, seqs, docs = tables
-    cfg = lake_config(root, *SETTINGS)
-    ctx = StageContext(spark, cfg, Lake(spark, cfg.lake), new_run_id())
-    monkeypatch.setattr(Lake, "direct_location", lambda self, spec: None)
-    result = tokenize.run(ctx)
-    assert (result.rows_in, result.rows_out) == (direct_run.rows_in, direct_run.rows_out)
-    assert {k: result.notes[k] for k in ("tokens", "document_tokens", "separators")} == \
-        {k: direct_run.notes[k] for k in ("tokens", "document_tokens", "separators")}
-    by_key = lambda rows, key: sorted(rows, key=lambda r: r[key])  # noqa: E731
-    assert by_key([r.asDict() for r in read_table(spark, root, "gold.token_sequences").collect()], "seq_id") == by_key(seqs, "seq_id")
-    assert by_key([r.asDict() for r in read_table(spark, root, "gold.document_tokens").collect()], "doc_id") == by_key(docs, "doc_id")
-
-
 def test_a_failed_commit_leaves_no_uncommitted_file(spark, lake, tables, monkeypatch):
     """When the second table's commit fails, the first stays committed and the files the tasks
-    wrote for the second are removed (never referenced by its log, they would stay for good)."""
+    staged for the second are removed (never referenced by its log, they would stay for good)."""
     import json
     from pathlib import Path
 
-    from pipelines.runner import run_pipeline
     from pipelines.lake import Lake
+    from pipelines.runner import run_pipeline
     from schemas.catalog import GOLD_DOCUMENT_TOKENS
 
-    root, _ = lake
-    commit_files = Lake.commit_files
+    root, _, cfg = lake
+    publish = Lake._publish_files
 
     def failing(self, spec, *args, **kwargs):
         if spec is GOLD_DOCUMENT_TOKENS:
             raise OSError("disk full")
-        return commit_files(self, spec, *args, **kwargs)
+        return publish(self, spec, *args, **kwargs)
 
-    monkeypatch.setattr(Lake, "commit_files", failing)
+    monkeypatch.setattr(Lake, "_publish_files", failing)
     with pytest.raises(Exception, match="disk full"):
-        run_pipeline(lake_config(root, *SETTINGS), stages=("tokenize",))
-    for table in ("gold/token_sequences", "gold/document_tokens"):
-        folder = Path(root) / table
-        added = {json.loads(line)["add"]["path"] for log in (folder / "_delta_log").glob("*.json")
-                 for line in log.read_text().splitlines() if '"add"' in line}
-        files = {str(p.relative_to(folder)) for p in folder.rglob("*.parquet") if "_delta_log" not in p.parts}
-        assert files and files <= added, f"{table}: files no commit names: {sorted(files - added)}"
+        run_pipeline(cfg, stages=("tokenize",))
+    staging = Path(root) / "_staging"
+    assert not staging.exists() or not any(staging.iterdir()), "a staging folder was left behind"
+    if cfg.lake.mode == "path":
+        for table in ("gold/token_sequences", "gold/document_tokens"):
+            folder = Path(root) / table
+            added = {json.loads(line)["add"]["path"] for log in (folder / "_delta_log").glob("*.json")
+                     for line in log.read_text().splitlines() if '"add"' in line}
+            files = {str(p.relative_to(folder)) for p in folder.rglob("*.parquet") if "_delta_log" not in p.parts}
+            assert files and files <= added, f"{table}: files no commit names: {sorted(files - added)}"

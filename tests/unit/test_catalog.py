@@ -90,7 +90,8 @@ def _spark_literals() -> dict:
             ("status", _STR, False), ("rows_in", _LONG, True), ("rows_out", _LONG, True),
             ("rows_quarantined", _LONG, True), ("input_versions", MapType(_STR, _LONG), True),
             ("output_versions", MapType(_STR, _LONG), True), ("config_hash", _STR, False),
-            ("code_version", _STR, False), ("error", _STR, True)),
+            ("code_version", _STR, False), ("error", _STR, True),
+            ("writers", MapType(_STR, _STR), True)),   # added with the lake layer's engine record
         "ops.quality": _s(
             ("run_id", _STR, False), ("stage", _STR, False), ("table_name", _STR, False), ("suite", _STR, False),
             ("expectation", _STR, False), ("column", _STR, True), ("success", _BOOL, False),

@@ -4,7 +4,6 @@ sentence-transformers' ``encode``, model revisions, bad models."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa

@@ -1,4 +1,5 @@
-"""Delta add actions from task-written Parquet files, committed with deltalake (no Spark here)."""
+"""The task side of the lake (staged files) and its deltalake commits: add actions from footers,
+rows retired by source or by statistics, set-transactions (no Spark here)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import json
 from datetime import datetime, timezone
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
 from pipelines.lake import commits as delta_files
+from pipelines.lake.files import PartFile, TableFiles, Target, collect_staged
 
 LONG = "s3://commoncrawl/crawl-data/CC-MAIN-2020-34/segments/x.warc.gz"   # over 32 characters
 SCHEMA = pa.schema([("source_file", pa.string()), ("n", pa.int64()), ("at", pa.timestamp("us", tz="UTC"))])
@@ -21,7 +24,7 @@ SCHEMA_JSON = json.dumps({"type": "struct", "fields": [
 
 def _write(root, name, source, ns):
     at = datetime(2026, 11, 22, 9, 26, 50, 626789, tzinfo=timezone.utc)
-    f = delta_files.PartFile(f"{root}/{name}", SCHEMA)
+    f = PartFile(f"{root}/{name}", SCHEMA)
     for chunk in (ns[:2], ns[2:]):   # two row groups
         f.write(pa.RecordBatch.from_pydict({"source_file": [source] * len(chunk), "n": chunk, "at": [at] * len(chunk)},
                                            schema=SCHEMA))
@@ -38,7 +41,7 @@ def test_statistics_from_the_footer(tmp_path):
     assert stats["nullCount"] == {"source_file": 0, "n": 1, "at": 0}
     long = json.loads(_write(tmp_path, "b.parquet", LONG, [1, 2, 3]).stats)
     assert "source_file" not in long["minValues"] and long["nullCount"]["source_file"] == 0   # not stated: never skipped
-    empty = delta_files.PartFile(str(tmp_path / "c.parquet"), SCHEMA)
+    empty = PartFile(str(tmp_path / "c.parquet"), SCHEMA)
     assert not empty.close() and not (tmp_path / "c.parquet").exists()
 
 
@@ -46,7 +49,7 @@ def test_non_finite_floats_leave_no_bounds(tmp_path):
     """Delta statistics are JSON, which has no infinity or NaN: such a bound is left out (unknown)
     and the rest of the file's statistics stay valid JSON."""
     schema = pa.schema([("value", pa.float64()), ("threshold", pa.float64())])
-    f = delta_files.PartFile(str(tmp_path / "d.parquet"), schema)
+    f = PartFile(str(tmp_path / "d.parquet"), schema)
     f.write(pa.table({"value": [0.5, 2.0], "threshold": [1.0, float("inf")]}, schema=schema))
     assert f.close()
     stats = json.loads(delta_files.describe(str(tmp_path), "d.parquet", {}, ["value", "threshold"]).stats)
@@ -54,41 +57,31 @@ def test_non_finite_floats_leave_no_bounds(tmp_path):
     assert stats["nullCount"] == {"value": 0, "threshold": 0}
 
 
-def test_part_files_close_together_or_abort_together(tmp_path):
-    """A task's files, one per table: conformed to each schema, closed at the end of the block,
-    all aborted (no file left) when the block raises; add actions only for files with rows."""
-    roots = {"a": str(tmp_path / "a"), "b": str(tmp_path / "b")}
-    schemas = {"a": pa.schema([("n", pa.int64())]), "b": pa.schema([("s", pa.string())])}
-    with delta_files.PartFiles(roots, schemas) as files:
+def test_table_files_close_together_or_abort_together(tmp_path):
+    """A task's files, one per table (and partition value): conformed to each schema, closed at
+    the end of the block, all aborted (no file left) when the block raises; staged descriptions
+    only of files with rows, partition columns in folder names and not in the files."""
+    targets = {"a": Target("t.a", str(tmp_path / "a"), pa.schema([("n", pa.int64())]), stats_columns=("n",)),
+               "b": Target("t.b", str(tmp_path / "b"), pa.schema([("s", pa.string())])),
+               "c": Target("t.c", str(tmp_path / "c"), pa.schema([("day", pa.int32()), ("n", pa.int64())]), ("day",))}
+    with TableFiles(targets) as files:
         files.write("a", pa.table({"extra": ["x", "y"], "n": pa.array([1, 2], pa.int32())}))
         files.write("b", pa.table({"s": pa.array([], pa.string())}))
-    assert files.written == {"a": True, "b": False}
-    adds = files.adds({"a": ["n"], "b": ["s"]})
-    assert list(adds) == ["a"] and json.loads(json.loads(adds["a"])["stats"])["maxValues"] == {"n": 2}
-    assert [p.name for p in (tmp_path / "a").iterdir()] == [files.name]
+        files.write("c", pa.table({"day": pa.array([1, None, 1], pa.int32()), "n": [5, 6, 7]}))
+    staged = collect_staged([{"staged": files.staged()}], ["a", "b", "c"])
+    assert [f.path for f in staged["a"]] == [files.name] and staged["b"] == []
+    assert json.loads(staged["a"][0].stats)["maxValues"] == {"n": 2}
+    assert sorted((f.path, f.partition_values["day"], f.num_records) for f in staged["c"]) == [
+        (f"day=1/{files.name}", "1", 2), (f"day=__HIVE_DEFAULT_PARTITION__/{files.name}", None, 1)]
+    assert pq.read_schema(tmp_path / "c" / "day=1" / files.name).names == ["n"]
 
     with pytest.raises(RuntimeError):
-        with delta_files.PartFiles(roots, schemas, "part-failed.parquet") as failed:
+        with TableFiles(targets, "part-failed.parquet") as failed:
             failed.write("a", pa.table({"n": [3]}))
             failed.write("b", pa.table({"s": ["z"]}))
             raise RuntimeError("task died")
-    assert not any(p.name.startswith((".part-failed", "part-failed")) for root in roots.values()
-                   for p in (tmp_path / root).iterdir())
-
-
-def test_uncommitted_files_are_removed_unless_their_commit_succeeded(tmp_path):
-    roots = {kind: str(tmp_path / kind) for kind in ("a", "b", "c")}
-    schemas = {kind: pa.schema([("n", pa.int64())]) for kind in roots}
-    with delta_files.PartFiles(roots, schemas) as files:
-        for kind in roots:
-            files.write(kind, pa.table({"n": [1]}))
-    adds = {kind: [delta_files.DataFile.from_json(j)] for kind, j in files.adds({k: ["n"] for k in roots}).items()}
-    with pytest.raises(RuntimeError):
-        with delta_files.Uncommitted(roots, adds) as written:
-            written.committed("a")
-            raise RuntimeError("the commit of b failed")  # c never got its commit
-    assert [p.name for p in (tmp_path / "a").iterdir()] == [files.name]
-    assert [list((tmp_path / kind).iterdir()) for kind in ("b", "c")] == [[], []]
+    assert not any(p.name.startswith((".part-failed", "part-failed")) for kind in ("a", "b")
+                   for p in (tmp_path / kind).iterdir())
 
 
 def test_partition_folders_and_indexed_columns():
@@ -107,37 +100,33 @@ def test_commit_replace_by_source_and_the_mixed_file_case(tmp_path):
     one, two = "/data/one.warc.gz", "/data/two.warc.gz"
     first = [_write(root, delta_files.part_name(s), s, [1, 2, 3]) for s in (one, two)]
     delta_files.commit(str(root), SCHEMA_JSON, (), first, configuration={"delta.dataSkippingNumIndexedCols": "3"})
-    assert delta_files.table_version(str(root)) == 0 and delta_files.writable(str(root), SCHEMA_JSON)
-    assert not delta_files.writable(str(root), SCHEMA_JSON.replace('"long"', '"integer"'))
+    assert delta_files.table_version(str(root)) == 0 and delta_files.writable(str(root))
 
-    replaced = delta_files.files_of_sources(str(root), [one])
-    assert [r["path"] for r in replaced] == [first[0].path]
+    removes, rewritten = delta_files.retire_rows(str(root), "source_file", [one], None, ["n"])
+    assert [r["path"] for r in removes] == [first[0].path] and rewritten == []   # by its name, unread
     again = _write(root, delta_files.part_name(one), one, [7])
-    assert delta_files.commit(str(root), SCHEMA_JSON, (), [again], replaced, txn=("app", 4))
+    assert delta_files.commit(str(root), SCHEMA_JSON, (), [again], removes, txn=("app", 4))
     assert not delta_files.commit(str(root), SCHEMA_JSON, (), [again], txn=("app", 4))   # a replay: skipped
     table = DeltaTable(str(root))
     assert sorted(table.to_pyarrow_table().column("n").to_pylist()) == [1, 2, 3, 7]
     assert delta_files.already_committed(str(root), ("app", 4)) and not delta_files.already_committed(str(root), ("app", 5))
     assert table.version() == 1
 
-    # a file written by another engine (no source key in its name) whose source_file range may
-    # hold `one`: only a row-level rewrite can replace `one`'s rows
-    foreign = _write(root, "part-00000-0a1b.c000.snappy.parquet", "/data/a", [1])
-    widened = json.loads(foreign.stats)
-    widened["maxValues"]["source_file"] = "/data/z"
-    foreign = delta_files.DataFile(foreign.path, foreign.size_bytes, {}, 1, json.dumps(widened))
-    delta_files.commit(str(root), SCHEMA_JSON, (), [foreign])
-    assert delta_files.files_of_sources(str(root), [one]) is None
-    assert [r["path"] for r in delta_files.files_of_sources(str(root), ["/zzz/three"])] == []
-
-
-def test_replace_rows_is_skipped_for_a_committed_transaction(tmp_path):
-    root = str(tmp_path / "log")
-    rows = lambda n: pa.table({"source_file": ["a", "b"], "n": [n, n]})  # noqa: E731
-    delta_files.replace_rows(root, rows(1), "source_file", ["a", "b"], txn=("q", 0))
-    delta_files.replace_rows(root, rows(2).slice(0, 1), "source_file", ["a"], txn=("q", 1))
-    delta_files.replace_rows(root, rows(3), "source_file", ["a", "b"], txn=("q", 1))   # a replay: skipped
-    assert sorted(DeltaTable(root).to_pyarrow_table().to_pylist(), key=lambda r: r["source_file"]) == \
-        [{"source_file": "a", "n": 2}, {"source_file": "b", "n": 1}]
+    # a file another engine wrote (no source key in its name) holding `one` and `/data/a`: the
+    # rows of `one` are retired by rewriting the file without them
+    mixed = "part-00000-0a1b.c000.snappy.parquet"
+    f = PartFile(f"{root}/{mixed}", SCHEMA)
+    f.write(pa.table({"source_file": ["/data/a", one], "n": [8, 9], "at": [None, None]}, schema=SCHEMA))
+    f.close()
+    delta_files.commit(str(root), SCHEMA_JSON, (), [delta_files.describe(str(root), mixed, {}, ["source_file", "n"])])
+    assert delta_files.retire_rows(str(root), "source_file", ["/zzz/three"], None, ["n"]) == ([], [])
+    removes, rewritten = delta_files.retire_rows(str(root), "source_file", [one], None, ["n"])
+    assert sorted(r["path"] for r in removes) == sorted([again.path, mixed]) and len(rewritten) == 1
+    delta_files.commit(str(root), SCHEMA_JSON, (), rewritten, removes)
+    rows = DeltaTable(str(root)).to_pyarrow_table().to_pylist()
+    assert sorted((r["source_file"], r["n"]) for r in rows) == [("/data/a", 8), (two, 1), (two, 2), (two, 3)]
+    # by key with a condition: the rows of `two` whose n is 2 (a delete)
+    removes, rewritten = delta_files.retire_rows(str(root), "n", [2], None, ["n"], where={"source_file": two})
+    assert len(removes) == 1 and rewritten[0].num_records == 2
     with pytest.raises(OSError):
         delta_files.describe(str(tmp_path), "missing.parquet", {}, ["n"])

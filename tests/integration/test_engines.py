@@ -1,0 +1,132 @@
+"""One lake layer, three writers: the whole pipeline (ingest to index) and the click flow (ingest,
+features) give the same tables on the real WARCs whether deltalake commits the tasks' files,
+Spark's Delta writer does, or the tables live in Spark's session catalog; the engine used is
+recorded; and each engine reads the logs the other wrote, checkpoints included."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from conftest import WRITERS, lake_config, read_lake, real_file
+from deltalake import DeltaTable
+
+from pipelines.runner import run_pipeline, run_stages
+from pipelines.stages import STAGES
+
+# the module's lakes are three whole pipeline runs: minutes on two cores
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+#: Real pages for every stage, with the built-in sample crawl for its planted duplicates and
+#: non-HTML payloads (bronze's quarantine rows are compared across writers on every real archive
+#: in test_ingest_real_world.py).
+WARCS = ("cc-main-2020-34-excerpt.warc.gz", "cc-main-2024-22-whirlwind.warc.gz", "cc-main-2024-22-whirlwind.warc.wet.gz")
+#: Columns that differ between two runs by design (times, run ids, where files went).
+VOLATILE = {"committed_at", "run_id", "ingest_time", "built_at", "build_s", "path", "mtime"}
+
+
+@pytest.fixture(scope="module")
+def lakes(spark, tmp_path_factory):
+    """The real WARCs through every stage, and generated click logs through the click flow, once
+    per writer."""
+    from pipelines.clicks.generate import generate
+
+    from pipelines.sample import write_sample_warc
+
+    logs = tmp_path_factory.mktemp("engines_logs")
+    generate(logs, rows=800, files=2, bad_lines=9, seed=5)
+    sample = str(write_sample_warc(logs / "crawlake-sample.warc.gz"))
+    out = {}
+    for writer in WRITERS:
+        root = tmp_path_factory.mktemp(f"engines_{writer}")
+        cfg = lake_config(root, "ingest.progress=false", "index.shards=2", writer=writer)
+        cfg = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"input": [sample, *(real_file(n) for n in WARCS)]}),
+                                     "clicks": cfg.clicks.model_copy(update={"input": [str(logs)]})})
+        runs = run_pipeline(cfg) + run_stages(cfg, [STAGES["clicks_ingest"], STAGES["clicks_features"]])
+        out[writer] = (cfg, {r.stage: r for r in runs})
+    return out
+
+
+def _rows(spark, cfg, table: str) -> list[tuple]:
+    df = read_lake(spark, cfg, table)
+    keep = [c for c in df.columns if c not in VOLATILE]
+    return sorted(tuple(r[c] for c in keep) for r in df.select(*keep).collect())
+
+
+@pytest.mark.parametrize("table", [
+    "bronze.documents", "bronze.quarantine", "ops.ingest_log", "silver.documents_dedup", "silver.duplicate_clusters",
+    "silver.dedup_index", "silver.documents_clean", "silver.filter_decisions", "gold.token_sequences",
+    "gold.document_tokens", "gold.index_manifest", "bronze.clicks", "bronze.clicks_quarantine",
+    "silver.click_vocab", "silver.click_features", "ops.clicks_ingest_log"])
+def test_every_table_is_the_same_whoever_commits(spark, lakes, table):
+    reference = _rows(spark, lakes["deltalake"][0], table)
+    assert reference, f"{table} is empty: nothing compared"
+    for writer in WRITERS[1:]:
+        assert _rows(spark, lakes[writer][0], table) == reference, f"{table} differs under {writer}"
+
+
+def test_vectors_are_the_same_whoever_commits(spark, lakes):
+    def vectors(cfg):
+        rows = read_lake(spark, cfg, "gold.embeddings").collect()
+        return {(r.doc_id, r.chunk_id, r.model, r.model_revision): r.vector for r in rows}
+
+    reference = vectors(lakes["deltalake"][0])
+    assert reference
+    for writer in WRITERS[1:]:
+        other = vectors(lakes[writer][0])
+        assert other.keys() == reference.keys()
+        assert max(abs(a - b) for k in reference for a, b in zip(reference[k], other[k])) <= 1e-5
+        assert all(math.isclose(sum(x * x for x in v), 1.0, rel_tol=1e-4) for v in other.values())
+
+
+def test_the_engine_is_recorded_per_table(spark, lakes):
+    task_tables = ("bronze.documents", "bronze.quarantine", "ops.ingest_log")
+    for writer, (cfg, runs) in lakes.items():
+        ingest = runs["ingest"].result.writers
+        expected = "deltalake" if writer == "deltalake" else "spark"
+        assert {t: ingest[t] for t in task_tables} == dict.fromkeys(task_tables, expected), writer
+        assert runs["dedup"].result.writers["silver.documents_dedup"] == "spark"   # a DataFrame-written table
+        ledger = {r.stage: r.writers for r in read_lake(spark, cfg, "ops.runs").collect()}
+        assert ledger["ingest"]["bronze.documents"] == expected and ledger["clicks_ingest"]["bronze.clicks"] == expected
+
+
+def test_catalog_mode_tables_are_in_the_session_catalog(spark, lakes):
+    cfg, _ = lakes["catalog"]
+    names = {t.name for t in spark.catalog.listTables(f"spark_catalog.{cfg.lake.schema_}")}
+    assert {"bronze_documents", "silver_documents_clean", "gold_token_sequences", "bronze_clicks", "ops_runs"} <= names
+    assert not (Path(cfg.lake.root) / "bronze").exists()   # nothing written by path
+    assert not (Path(cfg.lake.root) / "_staging").exists() or not any((Path(cfg.lake.root) / "_staging").iterdir())
+
+
+def test_both_engines_read_each_others_logs_checkpoints_included(spark, tmp_path):
+    """31 commits, the engine alternating within each run of ten. Both write checkpoints
+    (``delta.checkpointInterval`` 10): Spark at versions 10 and 30, deltalake at 19 (delta-rs
+    counts commits, Spark versions). After every commit both engines read every row, Spark from
+    the newest checkpoint with its log cache cleared."""
+    from datetime import datetime, timezone
+
+    from pipelines.lake import Lake
+    from schemas.catalog import OPS_QUALITY
+
+    root = tmp_path / "lake"
+    lakes = {w: Lake(spark, lake_config(root, writer=w).lake) for w in ("deltalake", "spark")}
+    log = root / "ops" / "quality" / "_delta_log"
+    clear = spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache
+    for version in range(31):
+        writer = "deltalake" if version % 2 == (version // 10) % 2 else "spark"
+        lakes[writer].append_rows(OPS_QUALITY, [(f"r{version}", "s", "t", "suite", "e", None, True, str(version),
+                                                 datetime(2026, 1, 1, tzinfo=timezone.utc))])
+        assert lakes[writer].written == {OPS_QUALITY.qualified_name: writer}
+        lakes[writer].written.clear()
+        clear()
+        assert read_lake(spark, lake_config(root), "ops.quality").count() == version + 1
+        assert DeltaTable(str(root / "ops" / "quality")).to_pyarrow_table().num_rows == version + 1
+    assert json.loads((log / "_last_checkpoint").read_text())["version"] == 30
+    assert {int(p.name.split(".")[0]) for p in log.glob("*.checkpoint.parquet")} == {10, 19, 30}
+    history = [json.loads(line) for p in sorted(log.glob("*.json")) for line in p.read_text().splitlines()]
+    engines = [h["commitInfo"].get("engineInfo", "") for h in history if "commitInfo" in h]
+    assert engines[19].startswith("delta-rs") and engines[10].startswith("Apache-Spark") and engines[30].startswith("Apache")
+    observed = sorted(int(r.observed) for r in read_lake(spark, lake_config(root), "ops.quality").collect())
+    assert observed == list(range(31))
