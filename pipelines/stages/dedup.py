@@ -42,6 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import DoubleType, StringType
 
+from pipelines import quality
 from pipelines.config import DedupConfig
 from pipelines.kernels.minhash import (
     INDEX_SCHEMA,
@@ -51,7 +52,7 @@ from pipelines.kernels.minhash import (
     signature_batch,
     text_hash,
 )
-from pipelines.stage import StageContext, StageResult
+from pipelines.stage import StageContext, StageResult, run_together
 from pipelines.lake import Lake
 from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DEDUP_INDEX, SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS
 
@@ -314,7 +315,7 @@ def run(ctx: StageContext) -> StageResult:
                   .select("doc_id", "text_hash", "signature",
                           F.coalesce("band_hashes", F.array().cast("array<bigint>")).alias("band_hashes"),
                           F.lit(params).alias("params")))
-    _publish(lake, incremental, kept_new.drop("text_hash"), clusters, index_rows)
+    _publish(ctx, incremental, kept_new.drop("text_hash"), clusters, index_rows)
 
     result = _result(lake, "incremental" if incremental else "full", rows_in, kept_new.count(), hashed.value,
                      bands, rows, cfg, exact_rows.filter(~F.col("kept")).count(),
@@ -323,8 +324,20 @@ def run(ctx: StageContext) -> StageResult:
     return result
 
 
-def _publish(lake: Lake, incremental: bool, kept_docs: DataFrame, clusters: DataFrame, index_rows: DataFrame) -> None:
-    """Write one run's decisions: MERGE on keys (incremental) or overwrite (full)."""
+def _publish(ctx: StageContext, incremental: bool, kept_docs: DataFrame, clusters: DataFrame,
+             index_rows: DataFrame) -> None:
+    """Audit, then write one run's decisions: MERGE on keys (incremental) or overwrite (full);
+    the audits' results go to ``ops.quality`` after the writes (QualityGateError before any)."""
+    lake = ctx.lake
+    # the three suites' small jobs run together: one after another they leave a core idle
+    audits = run_together(*((partial(quality.audit, record=False), ctx, ctx.stage, spec, df) for spec, df in (
+        (SILVER_DOCUMENTS_DEDUP, kept_docs), (SILVER_DUPLICATE_CLUSTERS, clusters), (SILVER_DEDUP_INDEX, index_rows))))
+    audited = [row for rows in audits for row in rows]
+    _write(lake, incremental, kept_docs, clusters, index_rows)
+    quality.record_results(ctx, audited)
+
+
+def _write(lake: Lake, incremental: bool, kept_docs: DataFrame, clusters: DataFrame, index_rows: DataFrame) -> None:
     if incremental:
         lake.merge(SILVER_DEDUP_INDEX, index_rows)
         lake.merge(SILVER_DUPLICATE_CLUSTERS, _with_cluster_sizes(lake, clusters))

@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 from pyspark.sql import functions as F
 
+from pipelines import quality
 from pipelines.config import Config, IndexConfig
 from pipelines.kernels.embed import EmbedParams
 from pipelines.stage import StageContext, StageResult
@@ -136,7 +137,10 @@ def run(ctx: StageContext) -> StageResult:
         {**r, "model": emb_params.model_label, "model_revision": emb_params.model_revision, "built_at": now} for r in built]
     # manifests written before paths were relative get them too when the shard is kept
     entries = [{**e, "path": manifest_path(root, e["path"])} for e in entries]
+    audited = quality.gate(ctx, ctx.stage, GOLD_INDEX_MANIFEST, GOLD_INDEX_MANIFEST.suite_name, quality.validate_arrow(
+        pa.Table.from_pylist(entries, schema=GOLD_INDEX_MANIFEST.nullable_arrow), GOLD_INDEX_MANIFEST), record=False)
     lake.replace_where(GOLD_INDEX_MANIFEST, ctx.spark.createDataFrame(entries, GOLD_INDEX_MANIFEST.schema), mine)
+    quality.record_results(ctx, audited)
     _remove_unlisted(directory, {shard_uri(root, e["path"]) for e in entries})
     return StageResult(
         rows_in=sum(r.n for r in sums), rows_out=sum(e["rows"] for e in entries),

@@ -20,11 +20,13 @@ from databricks.sdk.service.jobs import JobSettings
 
 from conftest import REPO as ROOT
 BUNDLE_FILE = ROOT / "databricks.yml"
-STAGES = ["ingest", "dedup", "filter", "tokenize", "embed", "index"]
+from pipelines.stages import CLICKS, PIPELINE, TOOLS   # the one list of stages the bundle follows
+
+STAGES = [s.name for s in PIPELINE]
 STAGE_JOBS = {f"crawlake_{s}": s for s in STAGES}
 PIPELINE_JOB = "crawlake_pipeline"
 # Click-log jobs: job -> its tasks in order, each running jobs/<task_key>.py.
-CLICK_JOBS = {"crawlake_clicks_stream": ["stream_clicks"], "crawlake_clicks": ["clicks_ingest", "clicks_features"]}
+CLICK_JOBS = {"crawlake_clicks_stream": ["stream_clicks"], "crawlake_clicks": [s.name for s in CLICKS]}
 GPU_STAGES = {"embed"}
 # Keys a bundle job accepts that are not part of the Jobs API JobSettings.
 BUNDLE_ONLY_JOB_KEYS = {"permissions"}
@@ -177,6 +179,12 @@ def test_every_python_file_exists(jobs):
         rel = spt["python_file"]
         assert not rel.startswith("/") and "${" not in rel, rel
         assert (ROOT / rel).is_file(), f"{job_name}/{task['task_key']}: {rel} does not exist"
+
+
+def test_every_stage_has_its_job_entry_and_jobs_has_no_other():
+    """jobs/<name>.py for each stage of the list (and the whole pipeline, the stream), nothing else."""
+    entries = {p.stem for p in (ROOT / "jobs").glob("*.py") if not p.stem.startswith("_")}
+    assert entries == {s.name for s in (*PIPELINE, *CLICKS, *TOOLS)} | {"run_all", "stream_clicks"}
 
 
 def test_each_stage_job_runs_its_stage(jobs):
