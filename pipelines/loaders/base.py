@@ -31,9 +31,17 @@ every row exactly once whatever these are.
 consumer has taken; :meth:`~DeltaRowDataset.load_state_dict` makes the next iteration continue
 after them (workers skip whole windows without reading them). Iterated in-process (no workers)
 the dataset counts by itself; with DataLoader workers it cannot see what the main process has
-taken (workers prefetch), so iterate through :class:`DeltaLoader`, which counts. Resume with the
-same ``num_workers`` (a ValueError says so otherwise). ``set_epoch`` and ``load_state_dict`` reach
-workers through a small shared-memory tensor, so persistent workers see them too.
+taken (workers prefetch), so iterate through :class:`DeltaLoader`, which counts. A rank's own
+state resumes with the same ``num_workers`` (a ValueError says so otherwise). ``set_epoch`` and
+``load_state_dict`` reach workers through a small shared-memory tensor, so persistent workers see
+them too.
+
+**Elastic resumption**: :meth:`~DeltaRowDataset.load_state_dict` given *every* rank's state of one
+moment (a list) continues the epoch on any number of ranks and workers, with any batch size:
+the rows no old rank delivered (computed from the states: each old worker delivered a prefix of
+its windows' permuted rows) are dealt to the new ranks as contiguous slices of the remaining
+stream, each exactly once, and shuffled as above within that *part* of the epoch. The new states
+carry the earlier parts (``history``), so a run can be resized again.
 """
 
 from __future__ import annotations
@@ -55,7 +63,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 DEFAULT_SHUFFLE_BUFFER = 4096
 DEFAULT_THREADS = 1
-_EPOCH, _RESUME_UNITS, _RESUME_WORKERS, _RAN_IN_WORKER = range(4)
+_EPOCH, _RESUME_UNITS, _RESUME_WORKERS, _RAN_IN_WORKER, _PHASES = range(5)
 
 
 def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -268,7 +276,12 @@ class DeltaRowDataset(IterableDataset):
         if unknown:
             raise ValueError(f"{self.table_uri}: no column(s) {unknown}; the table has {names}")
         # epoch, resume position, its worker count, "ran in a worker": shared with the workers.
-        self._control = torch.zeros(4, dtype=torch.int64).share_memory_()
+        # and the number of elastic phases (see load_state_dict) the workers' copies must hold.
+        self._control = torch.zeros(5, dtype=torch.int64).share_memory_()
+        #: earlier parts of this epoch consumed under other rank layouts (elastic resume): per part
+        #: its world_size, batch_size, shuffle_buffer and, per old rank, num_workers and consumed
+        self._history: list[dict] = []
+        self._positions_cache: tuple | None = None
         self._consumed = 0          # units this process's consumer has taken this epoch
         self._workers: int | None = None
         self._counted = False       # a DeltaLoader counts for us
@@ -294,9 +307,13 @@ class DeltaRowDataset(IterableDataset):
         return self.rank * n // self.world_size, (self.rank + 1) * n // self.world_size
 
     def __len__(self) -> int:
-        """Items this rank yields per epoch: batches (``batch_size`` set) or rows."""
-        start, stop = self.rank_rows()
-        return math.ceil((stop - start) / (self.batch_size or 1))
+        """Items this rank yields per epoch (after an elastic resume: in the rest of the epoch):
+        batches (``batch_size`` set) or rows."""
+        positions = self._rank_positions(self.epoch)
+        if positions is None:
+            start, stop = self.rank_rows()
+            return math.ceil((stop - start) / (self.batch_size or 1))
+        return math.ceil(len(positions) / (self.batch_size or 1))
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (a non-negative int) from its beginning on the next iteration."""
@@ -305,7 +322,13 @@ class DeltaRowDataset(IterableDataset):
         self._control[_EPOCH] = epoch
         self._control[_RESUME_UNITS] = 0
         self._control[_RESUME_WORKERS] = 0
+        self._set_history([])
         self._consumed, self._workers = 0, None
+
+    def _set_history(self, history: list[dict]) -> None:
+        self._history = [dict(phase) for phase in history]
+        self._positions_cache = None
+        self._control[_PHASES] = len(self._history)
 
     def state_dict(self) -> dict:
         """Where this rank's consumer is in the epoch (plain ints and strings: JSON-safe).
@@ -319,27 +342,80 @@ class DeltaRowDataset(IterableDataset):
         return {"table_uri": self.table_uri, "version": self.version, "epoch": self.epoch, "seed": self.seed,
                 "shuffle": self.shuffle, "shuffle_buffer": self.shuffle_buffer, "batch_size": self.batch_size,
                 "rank": self.rank, "world_size": self.world_size, "num_workers": self._workers,
-                "consumed": self._consumed}
+                "consumed": self._consumed, "history": [dict(phase) for phase in self._history]}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict | Sequence[dict]) -> None:
         """Continue from ``state`` on the next iteration (and on every one until ``set_epoch``).
 
+        ``state`` is either
+
+        * this rank's own ``state_dict()``: the same rank layout (rank, world_size), batch size
+          and DataLoader worker count go on exactly where they stopped; or
+        * **every** rank's ``state_dict()`` of one moment (a list, any order; e.g. gathered with
+          ``torch.distributed.all_gather_object``): an *elastic* resume. The rows those ranks had
+          not yet delivered are dealt to *this* dataset's ranks (any ``world_size``, any
+          ``num_workers``, any ``batch_size`` and ``shuffle_buffer``): rank ``r`` of ``W'`` takes
+          the contiguous slice ``[r*M//W', (r+1)*M//W')`` of the M remaining rows in stream
+          order, then units, workers and buffer shuffle as for an epoch (windows seeded with the
+          part's number too). Every remaining row is delivered exactly once over the new ranks,
+          in an order fixed by the states and the new layout. Its ``state_dict()`` carries the
+          earlier parts (``history``), so it can be resumed again, elastically or not.
+
         A dataset built without ``version`` adopts the state's version. Raises ValueError when the
-        state belongs to another table, version, rank layout, batch size or shuffle setting.
+        state belongs to another table, version, seed or shuffle setting, or (own state) another
+        rank layout, batch size or buffer; or when the list is not one state per rank of one
+        moment.
         """
-        if state["version"] != self.version:
-            if self._version_given:
-                raise ValueError(f"state is for version {state['version']}, this dataset reads version {self.version}")
-            self.snapshot = load_snapshot(self.table_uri, state["version"], self.storage_options)
+        if not isinstance(state, dict):
+            return self._load_elastic(list(state))
+        self._adopt_version(state)
         for key in ("table_uri", "seed", "shuffle", "shuffle_buffer", "batch_size", "rank", "world_size"):
             if state[key] != getattr(self, key):
-                raise ValueError(f"state has {key}={state[key]!r}, this dataset {key}={getattr(self, key)!r}")
+                hint = (" (to resume on another number of ranks, pass every rank's state_dict as a list)"
+                        if key in ("rank", "world_size") else "")
+                raise ValueError(f"state has {key}={state[key]!r}, this dataset {key}={getattr(self, key)!r}{hint}")
+        self._set_history(state.get("history", []))
         if not 0 <= state["consumed"] <= len(self):
             raise ValueError(f"state consumed {state['consumed']} of {len(self)} units")
         self._control[_EPOCH] = state["epoch"]
         self._control[_RESUME_UNITS] = state["consumed"]
         self._control[_RESUME_WORKERS] = state["num_workers"] or 0
         self._consumed, self._workers = state["consumed"], state["num_workers"]
+
+    def _adopt_version(self, state: dict) -> None:
+        if state["version"] != self.version:
+            if self._version_given:
+                raise ValueError(f"state is for version {state['version']}, this dataset reads version {self.version}")
+            self.snapshot = load_snapshot(self.table_uri, state["version"], self.storage_options)
+            self._positions_cache = None
+
+    def _load_elastic(self, states: list[dict]) -> None:
+        if not states:
+            raise ValueError("no states given: pass every rank's state_dict")
+        states = sorted(states, key=lambda st: st["rank"])
+        world = states[0]["world_size"]
+        if [st["rank"] for st in states] != list(range(world)) or any(st["world_size"] != world for st in states):
+            raise ValueError(f"an elastic resume needs one state per rank of one world: got ranks "
+                             f"{[st['rank'] for st in states]} of world sizes {sorted({st['world_size'] for st in states})}")
+        for key in ("table_uri", "version", "epoch", "seed", "shuffle", "batch_size", "shuffle_buffer", "history"):
+            if any(st.get(key) != states[0].get(key) for st in states):
+                raise ValueError(f"the ranks' states differ in {key}: not one moment of one run")
+        first = states[0]
+        self._adopt_version(first)
+        for key in ("table_uri", "seed", "shuffle"):
+            if first[key] != getattr(self, key):
+                raise ValueError(f"state has {key}={first[key]!r}, this dataset {key}={getattr(self, key)!r}")
+        phase = {"world_size": world, "batch_size": first["batch_size"], "shuffle_buffer": first["shuffle_buffer"],
+                 "num_workers": [st["num_workers"] or 0 for st in states], "consumed": [st["consumed"] for st in states]}
+        for st in states:
+            if st["consumed"] and not st["num_workers"]:
+                raise ValueError(f"rank {st['rank']}'s state consumed {st['consumed']} units but names no worker count")
+        self._control[_EPOCH] = first["epoch"]
+        self._set_history([*first.get("history", []), phase])
+        self._rank_positions(first["epoch"])   # checks every old rank's count (ValueError)
+        self._control[_RESUME_UNITS] = 0
+        self._control[_RESUME_WORKERS] = 0
+        self._consumed, self._workers = 0, None
 
     # ------------------------------------------------------------------------------ hooks
     def decode(self, table: pa.Table) -> dict[str, Any]:
@@ -382,18 +458,63 @@ class DeltaRowDataset(IterableDataset):
             return np.arange(blocks)
         return np.random.default_rng([self.seed, epoch]).permutation(blocks)
 
-    def _unit_ranges(self, workers: int) -> list[tuple[int, int]]:
-        """Per worker: ``[start, stop)`` in the epoch's row stream."""
-        start, stop = self.rank_rows()
-        size = self.batch_size or 1
-        units = math.ceil((stop - start) / size)
-        bounds = [start + min(w * units // workers * size, stop - start) for w in range(workers + 1)]
-        return list(zip(bounds[:-1], bounds[1:]))
+    def _window_perm(self, epoch: int, phase: int, key: int, n: int) -> np.ndarray:
+        """The buffer shuffle of a window of ``n`` rows whose first row is stream row ``key``."""
+        if not self.shuffle:
+            return np.arange(n)
+        seeds = [self.seed, epoch, 1, key] if phase == 0 else [self.seed, epoch, 1, key, phase]
+        return np.random.default_rng(seeds).permutation(n)
+
+    def _rank_positions(self, epoch: int) -> np.ndarray | None:
+        """This rank's rows (stream positions, in order) in the current part of the epoch; None
+        for the first part, where they are the contiguous :meth:`rank_rows`."""
+        if not self._history:
+            return None
+        key = (epoch, self.version, self.rank, self.world_size, repr(self._history))
+        if self._positions_cache is None or self._positions_cache[0] != key:
+            remaining = np.arange(self.num_rows, dtype=np.int64)
+            for k, phase in enumerate(self._history):
+                remaining = remaining[~self._consumed_mask(epoch, k, phase, remaining)]
+            n, w, r = len(remaining), self.world_size, self.rank
+            self._positions_cache = (key, remaining[r * n // w:(r + 1) * n // w])
+        return self._positions_cache[1]
+
+    def _consumed_mask(self, epoch: int, k: int, phase: dict, rows: np.ndarray) -> np.ndarray:
+        """Which of ``rows`` (the stream positions part ``k`` dealt to its ranks) its ranks delivered."""
+        mask = np.zeros(len(rows), dtype=bool)
+        world, size = phase["world_size"], phase["batch_size"] or 1
+        window = max(size, phase["shuffle_buffer"] // size * size)
+        for r in range(world):
+            lo_r, hi_r = r * len(rows) // world, (r + 1) * len(rows) // world
+            mine = rows[lo_r:hi_r]
+            workers, consumed = max(1, phase["num_workers"][r]), phase["consumed"][r]
+            ranges = _split_units(len(mine), size, workers)
+            counts = [math.ceil((b - a) / size) for a, b in ranges]
+            if consumed > sum(counts):
+                raise ValueError(f"rank {r}'s state consumed {consumed} of {sum(counts)} units")
+            done, _ = delivered_per_worker(consumed, counts)
+            for w, (a, b) in enumerate(ranges):
+                skip = min(done[w] * size, b - a)
+                full = skip // window * window
+                mask[lo_r + a:lo_r + a + full] = True
+                if skip > full:
+                    lo = a + full
+                    n = min(lo + window, b) - lo
+                    mask[lo_r + lo + self._window_perm(epoch, k, int(mine[lo]), n)[:skip - full]] = True
+        return mask
 
     def _worker_items(self, worker: int, workers: int, resume: int) -> Iterator[Any]:
         epoch = self.epoch
+        if int(self._control[_PHASES]) != len(self._history):
+            raise RuntimeError("an elastic state was loaded after this DataLoader's persistent workers started; "
+                               "load it before the first iteration, or use non-persistent workers")
         size = self.batch_size or 1
-        ranges = self._unit_ranges(workers)
+        phase = len(self._history)
+        positions = self._rank_positions(epoch)
+        if positions is None:
+            start, stop = self.rank_rows()
+            positions = np.arange(start, stop, dtype=np.int64)
+        ranges = _split_units(len(positions), size, workers)
         counts = [math.ceil((b - a) / size) for a, b in ranges]
         done, turn = delivered_per_worker(resume, counts)
         worker = (turn + worker) % workers  # see delivered_per_worker: the turns continue exactly
@@ -403,12 +524,12 @@ class DeltaRowDataset(IterableDataset):
         starts = np.concatenate(([0], np.cumsum(self.snapshot.block_rows[order])))
         window = max(size, self.shuffle_buffer // size * size)
         windows = [(lo, min(lo + window, last)) for lo in range(first + skip // window * window, last, window)]
+        runs = [_runs(positions[lo:hi]) for lo, hi in windows]
 
         def build(k: int, table: pa.Table) -> list[Any]:
             arrays = self.decode(table)
             n = table.num_rows
-            perm = (np.random.default_rng([self.seed, epoch, 1, windows[k][0]]).permutation(n) if self.shuffle
-                    else np.arange(n))
+            perm = self._window_perm(epoch, phase, int(positions[windows[k][0]]), n)
             units = range(skip % window if k == 0 else 0, n, size)
             if self.batch_size is None:
                 return [self.make_sample(arrays, int(perm[u])) for u in units]
@@ -420,7 +541,7 @@ class DeltaRowDataset(IterableDataset):
         # worker stalls at every window, and the DataLoader, which takes the workers' batches
         # in turn, with it.
         with ThreadPoolExecutor(max_workers=self.num_threads, thread_name_prefix="crawlake-loader") as pool:
-            reader = _BlockReader(self, order, starts, windows, pool)
+            reader = _BlockReader(self, order, starts, runs, pool)
             built: deque = deque()
             try:
                 for k in range(len(windows)):
@@ -435,6 +556,23 @@ class DeltaRowDataset(IterableDataset):
                 reader.cancel()
 
 
+def _split_units(n: int, size: int, workers: int) -> list[tuple[int, int]]:
+    """``n`` rows in units of ``size`` dealt to ``workers`` as contiguous ``[start, stop)`` ranges."""
+    units = math.ceil(n / size)
+    bounds = [min(w * units // workers * size, n) for w in range(workers + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _runs(positions: np.ndarray) -> list[tuple[int, int]]:
+    """Sorted-or-not stream positions → ``[lo, hi)`` runs of consecutive ones, in their order."""
+    if len(positions) == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(positions) != 1) + 1
+    lows = positions[np.concatenate(([0], breaks))]
+    highs = positions[np.concatenate((breaks - 1, [len(positions) - 1]))] + 1
+    return list(zip(lows.tolist(), highs.tolist()))
+
+
 class _BlockReader:
     """The rows of a worker's windows: their blocks decoded ahead, in order, on a thread pool.
 
@@ -443,7 +581,7 @@ class _BlockReader:
     """
 
     def __init__(self, ds: DeltaRowDataset, order: np.ndarray, starts: np.ndarray,
-                 windows: list[tuple[int, int]], pool: ThreadPoolExecutor):
+                 windows: list[list[tuple[int, int]]], pool: ThreadPoolExecutor):
         self.snap, self.columns, self.pool, self.ahead = ds.snapshot, ds.columns, pool, ds.num_threads
         parts = set(ds.snapshot.partition_values[0]) if ds.snapshot.partition_values else set()
         self.file_columns = [c for c in ds.columns if c not in parts]
@@ -451,16 +589,18 @@ class _BlockReader:
         self.order = order
         self.plan: list[list[tuple[int, int, int]]] = []   # per window: (stream block, first row, stop row)
         self.last_use: dict[int, int] = {}
-        for k, (lo, hi) in enumerate(windows):
-            pieces, i = [], int(np.searchsorted(starts, lo, side="right")) - 1
-            while lo < hi:
-                a, b = int(starts[i]), int(starts[i + 1])
-                if b > lo:
-                    take = min(hi, b) - lo
-                    pieces.append((i, lo - a, lo - a + take))
-                    self.last_use[i] = k
-                    lo += take
-                i += 1
+        for k, window_runs in enumerate(windows):   # per window: [lo, hi) runs of stream rows, in order
+            pieces = []
+            for lo, hi in window_runs:
+                i = int(np.searchsorted(starts, lo, side="right")) - 1
+                while lo < hi:
+                    a, b = int(starts[i]), int(starts[i + 1])
+                    if b > lo:
+                        take = min(hi, b) - lo
+                        pieces.append((i, lo - a, lo - a + take))
+                        self.last_use[i] = k
+                        lo += take
+                    i += 1
             self.plan.append(pieces)
         self.blocks: dict[int, Future] = {}
 
@@ -480,7 +620,7 @@ class _BlockReader:
                 if i not in self.blocks:
                     self.blocks[i] = self.pool.submit(self._decode, int(self.order[i]))
         pieces = [self.blocks[i].result().slice(a, b - a) for i, a, b in self.plan[k]]
-        for i, _, _ in self.plan[k]:
+        for i in {i for i, _, _ in self.plan[k]}:
             if self.last_use[i] == k:
                 del self.blocks[i]
         return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
