@@ -80,14 +80,28 @@ DEDUP_KEEP_COLUMNS = ("crawl_date", "text_length", "payload_bytes", "doc_id", "u
 
 class DedupConfig(_Strict):
     """The dedup stage; the MinHash kernel (:func:`pipelines.kernels.minhash.signature_batch`)
-    takes this model (``ngram``, ``num_perm``, ``seed``, and the LSH bands x rows ``threshold`` gives)."""
+    takes this model (``ngram``, ``num_perm``, ``seed``, and the LSH ``bands`` x ``rows``, given or
+    derived from ``threshold``: :func:`pipelines.kernels.minhash.lsh_bands_rows`)."""
     ngram: int = Field(5, ge=1)
     num_perm: int = Field(112, ge=2, le=1024)
     threshold: float = Field(0.8, gt=0.0, lt=1.0)
+    #: LSH bands x rows; both null = chosen from ``threshold`` (datasketch's optimum: 9 x 12 at 0.8
+    #: and 112 permutations); both set = exactly these (FineWeb/datatrove: 14 x 8), bands x rows <= num_perm
+    bands: int | None = Field(None, ge=1)
+    rows: int | None = Field(None, ge=1)
     seed: int = 1
     max_iterations: int = Field(50, ge=1)
     verify: bool = False
     keep: list[str] = Field(default_factory=lambda: ["crawl_date asc", "text_length desc", "doc_id asc"])
+
+    @model_validator(mode="after")
+    def _bands_rows(self) -> "DedupConfig":
+        if (self.bands is None) != (self.rows is None):
+            raise ValueError("dedup.bands and dedup.rows go together: set both, or neither (derived from threshold)")
+        if self.bands is not None and self.bands * self.rows > self.num_perm:
+            raise ValueError(f"dedup.bands x dedup.rows = {self.bands} x {self.rows} = {self.bands * self.rows} "
+                             f"exceeds dedup.num_perm = {self.num_perm}")
+        return self
 
     @field_validator("keep")
     @classmethod

@@ -141,6 +141,14 @@ def optimal_bands_rows(threshold: float, num_perm: int,
     return best
 
 
+def lsh_bands_rows(params: DedupConfig) -> tuple[int, int]:
+    """``(bands, rows)`` of the ``dedup`` config section: ``bands``/``rows`` as given, else
+    :func:`optimal_bands_rows` for its ``threshold`` and ``num_perm``."""
+    if params.bands is not None and params.rows is not None:
+        return params.bands, params.rows
+    return optimal_bands_rows(params.threshold, params.num_perm)
+
+
 def band_hashes(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """``int64[n, bands]`` hashes of each band of ``uint32[n, num_perm]`` signatures.
 
@@ -182,13 +190,13 @@ def signature_batch(batch: pa.RecordBatch, params: DedupConfig) -> pa.RecordBatc
 
     ``params`` is the ``dedup`` config section: word ``ngram`` shingles → MinHash signature
     (``num_perm`` permutations, ``seed``; Broder 1997) → LSH band hashes, ``bands`` of ``rows``
-    values each as :func:`optimal_bands_rows` picks them for ``threshold`` (Leskovec et al.,
-    *Mining of Massive Datasets*, ch. 3). A document with no shingles (empty normalized text)
+    values each, as the section gives them or :func:`optimal_bands_rows` picks them for
+    ``threshold`` (:func:`lsh_bands_rows`; Leskovec et al., *Mining of Massive Datasets*, ch. 3). A document with no shingles (empty normalized text)
     keeps its row, with a null signature and no band hashes: it can be an exact duplicate, never
     a near one.
     """
     ngram, num_perm, seed = params.ngram, params.num_perm, params.seed
-    bands, rows = optimal_bands_rows(params.threshold, num_perm)
+    bands, rows = lsh_bands_rows(params)
     doc_ids = batch.column("doc_id").to_pylist()
     shingle_sets = [word_shingles(text or "", ngram) for text in batch.column("text").to_pylist()]
     hashed = [i for i, s in enumerate(shingle_sets) if s]

@@ -47,7 +47,7 @@ from pipelines.config import DedupConfig
 from pipelines.kernels.minhash import (
     INDEX_SCHEMA,
     estimated_jaccard,
-    optimal_bands_rows,
+    lsh_bands_rows,
     shingle_jaccard,
     signature_batch,
     text_hash,
@@ -282,7 +282,7 @@ def run(ctx: StageContext) -> StageResult:
     Raises RuntimeError when connected components do not converge in ``dedup.max_iterations``.
     """
     lake, cfg = ctx.lake, ctx.cfg.dedup
-    bands, rows = optimal_bands_rows(cfg.threshold, cfg.num_perm)
+    bands, rows = lsh_bands_rows(cfg)
     params = index_params(cfg, bands, rows)
     incremental = _incremental(lake, params)
     order = keep_order(cfg.keep)

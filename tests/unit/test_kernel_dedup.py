@@ -67,3 +67,25 @@ def test_char_shingles():
 
     assert char_shingles("中文没有空格", 3) == {"中文没".encode(), "文没有".encode(), "没有空".encode(), "有空格".encode()}
     assert char_shingles("Ab", 5) == {b"ab"} and char_shingles("  ", 5) == set()
+
+
+def test_explicit_bands_and_rows_are_used_as_given():
+    """dedup.bands x dedup.rows (FineWeb's 14 x 8 with 112 permutations) instead of the threshold's optimum."""
+    import pyarrow as pa
+
+    from pipelines.config import ConfigError, DedupConfig, load_config
+    from pipelines.kernels.minhash import lsh_bands_rows, signature_batch
+
+    assert lsh_bands_rows(DedupConfig()) == optimal_bands_rows(0.8, 112) == (9, 12)
+    fineweb = DedupConfig(bands=14, rows=8)
+    assert lsh_bands_rows(fineweb) == (14, 8)
+    assert load_config(None, ["dedup.bands=14", "dedup.rows=8"]).dedup == fineweb
+    batch = pa.RecordBatch.from_pydict({"doc_id": ["a", "b"], "text": ["one two three four five six seven", ""]})
+    out = signature_batch(batch, fineweb)
+    assert [len(h) for h in out.column("band_hashes").to_pylist()] == [14, 0]
+    sig = np.frombuffer(out.column("signature")[0].as_py(), "<u4")
+    assert out.column("band_hashes")[0].as_py() == band_hashes(sig[None, :], 14, 8)[0].tolist()
+    with pytest.raises(ConfigError, match="go together"):
+        load_config(None, ["dedup.bands=14"])
+    with pytest.raises(ConfigError, match="exceeds dedup.num_perm"):
+        load_config(None, ["dedup.bands=15", "dedup.rows=8"])
