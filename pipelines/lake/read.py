@@ -105,19 +105,38 @@ def _local(uri: str) -> str:
 
 # -- tables ---------------------------------------------------------------------------------------
 
+def delta_options(uri: str, storage_options: dict | None = None) -> dict | None:
+    """``storage_options`` for ``deltalake`` at ``uri``: the given ones, plus ``AWS_ALLOW_HTTP``
+    where an S3 table's endpoint (``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` in the options or
+    the environment, the standard AWS variables) is plain ``http://``, e.g. an S3-compatible server
+    on the local network. deltalake's object store refuses HTTP unless told (its own variable, which
+    no AWS tool sets); pyarrow and boto3 follow the endpoint's scheme."""
+    if not str(uri).startswith(("s3://", "s3a://")):
+        return storage_options
+    opts = {k.upper(): v for k, v in (storage_options or {}).items()}
+    if "AWS_ALLOW_HTTP" in opts or "AWS_ALLOW_HTTP" in os.environ:
+        return storage_options
+    endpoint = next((src[k] for src in (opts, os.environ)
+                     for k in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT") if src.get(k)), "")
+    if not str(endpoint).lower().startswith("http://"):
+        return storage_options
+    return {**(storage_options or {}), "AWS_ALLOW_HTTP": "true"}
+
+
 def exists(uri: str, storage_options: dict | None = None) -> bool:
     """Whether a Delta table is at ``uri``."""
     from deltalake import DeltaTable
 
-    return DeltaTable.is_deltatable(str(uri), storage_options=storage_options)
+    return DeltaTable.is_deltatable(str(uri), storage_options=delta_options(str(uri), storage_options))
 
 
 def open_table(uri: str, version: int | None = None, storage_options: dict | None = None) -> DeltaTable:
     """The Delta table at ``uri`` at ``version`` (None: the latest). Raises
-    ``deltalake.exceptions.TableNotFoundError`` when there is none."""
+    ``deltalake.exceptions.TableNotFoundError`` when there is none. On S3 the standard AWS
+    variables are enough (see :func:`delta_options`)."""
     from deltalake import DeltaTable
 
-    return DeltaTable(str(uri), version=version, storage_options=storage_options)
+    return DeltaTable(str(uri), version=version, storage_options=delta_options(str(uri), storage_options))
 
 
 def native_filesystem(uri: str, storage_options: dict | None = None) -> tuple[pafs.FileSystem, str] | None:
