@@ -286,7 +286,7 @@ def clicks(data: LakeData) -> Section:
     s.lead += (f" {c['rows']:,} rows, {c['quarantined']:,} quarantined lines"
                + (f", {c.get('positives', 0):,} clicks over {c.get('days', 0)} day(s)." if "days" in c else "."))
     if data.clicks_days is not None and not data.clicks_days.empty:
-        base = alt.Chart(data.clicks_days).encode(x=alt.X("day:O", title="day"))
+        base = alt.Chart(data.clicks_days).encode(x=alt.X("day:O", title="day", axis=alt.Axis(labelAngle=0)))
         bars = base.mark_bar(color="#c7dbef").encode(y=alt.Y("impressions:Q", title="impressions"),
                                                      tooltip=["day", alt.Tooltip("impressions:Q", format=",")])
         line = base.mark_line(point=True, color="#e45756").encode(
@@ -302,7 +302,7 @@ def clicks(data: LakeData) -> Section:
     if data.click_vocab is not None and not data.click_vocab.empty:
         chart = alt.Chart(data.click_vocab).mark_bar(color="#b279a2").encode(
             x=alt.X("column:N", sort=list(data.click_vocab["column"]), title=None),
-            y=alt.Y("values:Q", scale=alt.Scale(type="symlog"), title="vocabulary size"),
+            y=alt.Y("values:Q", scale=alt.Scale(type="log"), title="vocabulary size (log)"),
             tooltip=["column", alt.Tooltip("values:Q", format=",")])
         s.charts.append(("Vocabulary size per column", _spec(chart.properties(width=WIDE, height=HEIGHT))))
     return s
