@@ -10,15 +10,15 @@ LAKE ?= lake
 # pip keeps its download cache (torch is large) in the user's cache dir between virtualenvs.
 PIP := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: setup run test test-fast jars clean distclean
+.PHONY: setup run report test test-fast jars chromium clean distclean
 
-setup: $(STAMPS)/venv $(STAMPS)/jars
+setup: $(STAMPS)/venv $(STAMPS)/jars chromium
 
 $(STAMPS)/venv: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH" >&2; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q -e '.[dev,mlflow]'
 	@mkdir -p $(STAMPS) && touch $@
 
 # Delta's jars, resolved from Maven Central once; later runs need no network.
@@ -32,8 +32,17 @@ $(STAMPS)/jars: scripts/delta-jars.pom.xml
 
 jars: $(STAMPS)/jars
 
-run: setup
+# Debian's chromium for the report's browser test; nothing to do where it is on PATH
+chromium:
+	@bash scripts/install-chromium.sh
+
+# the whole pipeline on the built-in sample, then the lake's HTML report (its path is the last line)
+run: $(STAMPS)/venv $(STAMPS)/jars
 	$(VENV)/bin/crawlake run --lake-root $(LAKE)
+	@$(VENV)/bin/crawlake report --lake-root $(LAKE)
+
+report: $(STAMPS)/venv
+	@$(VENV)/bin/crawlake report --lake-root $(LAKE)
 
 test: setup
 	$(PY) -m pytest

@@ -9,17 +9,37 @@ import typer
 
 from pipelines.config import ConfigError, load_config
 from pipelines.runner import STAGES, StageFailed, run_pipeline
+from pipelines.tracking import TrackingError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Common Crawl → Delta Lake training tables.")
 
 
+class UsageProblem(Exception):
+    """Misuse a command finds itself (a lake root without tables, an unknown table name): main()
+    prints it as one error line and the command's usage, exit 2."""
+
+
 def _config(env: str, overrides: list[str], conf_dir: str | None):
-    """The effective config, or exit 2 with the error naming the bad key or value."""
+    """The effective config; :class:`UsageProblem` (exit 2) naming a bad key or value."""
     try:
         return load_config(env, overrides, conf_dir)
     except ConfigError as exc:
-        typer.echo(f"config error: {exc}", err=True)
-        raise typer.Exit(2)
+        raise UsageProblem(str(exc)) from None
+
+
+def _lake_with_tables(cfg) -> str:
+    """The path-mode lake root of ``cfg``, or :class:`UsageProblem` when it holds no crawlake table
+    (or is a catalog-mode lake, which only Spark reads)."""
+    from pipelines.lake import read as lake_read
+    from schemas.catalog import ALL_TABLES
+
+    try:
+        root = lake_read.lake_root(cfg)
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
+    if not any(lake_read.exists(spec.path_under(root)) for spec in ALL_TABLES):
+        raise UsageProblem(f"no crawlake tables under {root} (--lake-root; `crawlake run` makes them)")
+    return root
 
 
 @app.callback()
@@ -46,9 +66,8 @@ def run(
     chosen = tuple(s.strip() for item in (stages or STAGES) for s in item.split(",") if s.strip())
     try:
         run_pipeline(cfg, chosen)
-    except (ValueError, FileNotFoundError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
+    except (ValueError, FileNotFoundError, TrackingError) as exc:   # before Spark starts
+        raise UsageProblem(str(exc)) from None
     except StageFailed as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1)
@@ -65,11 +84,8 @@ def explain(
     from pipelines.explain import explain as explain_doc   # reads with deltalake + pyarrow: no JVM
 
     cfg = _config(env, [f"lake.root={lake_root}"] if lake_root else [], conf_dir)
-    try:
-        result = explain_doc(cfg, doc_id)
-    except ValueError as exc:   # a catalog-mode lake
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
+    _lake_with_tables(cfg)   # a catalog-mode lake or one without tables: usage error
+    result = explain_doc(cfg, doc_id)
     typer.echo("\n".join(result.lines()))
     if not result.ingested:
         raise typer.Exit(1)
@@ -124,16 +140,59 @@ def search(
 
     overrides = list(set_ or []) + ([f"lake.root={lake_root}"] if lake_root else [])
     cfg = _config(env, overrides, conf_dir)
+    _lake_with_tables(cfg)
     try:
         hits = Searcher(cfg).search(query, k, per_document=not chunks)
     except (FileNotFoundError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
+        raise UsageProblem(str(exc)) from None
     for rank, hit in enumerate(hits, 1):
         if as_json:
             typer.echo(json.dumps({"rank": rank, **dataclasses.asdict(hit)}, ensure_ascii=False))
         else:
             typer.echo(f"{rank:>3}  {hit.score:.4f}  {hit.doc_id}  {hit.url or '-'}\n       {hit.snippet}")
+
+
+@app.command()
+def report(
+    lake_root: Annotated[Optional[str], typer.Option(help="Lake root folder (overrides lake.root)")] = None,
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="HTML file to write (default <lake root>/report.html)")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the sampled removed documents")] = 0,
+    env: Annotated[str, typer.Option(help="Config overlay: conf/<env>.yaml")] = "local",
+    conf_dir: Annotated[Optional[str], typer.Option(help="Folder with base.yaml and overlays")] = None,
+) -> None:
+    """Write one self-contained HTML report of the lake (funnel, rules, dedup, lengths, clicks, runs); print its path."""
+    from pipelines.report import build_report
+
+    cfg = _config(env, [f"lake.root={lake_root}"] if lake_root else [], conf_dir)
+    root = _lake_with_tables(cfg)
+    try:
+        built = build_report(root, out, seed=seed)
+    except ValueError as exc:   # an object-store lake without --out
+        raise UsageProblem(str(exc)) from None
+    typer.echo(str(built.path.resolve()))
+
+
+@app.command()
+def lineage(
+    table: Annotated[str, typer.Argument(help="Table as layer.name, e.g. silver.documents_clean")],
+    version: Annotated[Optional[int], typer.Option(min=0, help="Delta version (default the latest)")] = None,
+    lake_root: Annotated[Optional[str], typer.Option(help="Lake root folder (overrides lake.root)")] = None,
+    env: Annotated[str, typer.Option(help="Config overlay: conf/<env>.yaml")] = "local",
+    conf_dir: Annotated[Optional[str], typer.Option(help="Folder with base.yaml and overlays")] = None,
+) -> None:
+    """Say which stage run wrote TABLE's version, from which input versions, back to the raw input."""
+    from pipelines.lineage import lineage as table_lineage
+    from schemas.catalog import TABLES
+
+    if table not in TABLES:
+        raise UsageProblem(f"unknown table {table!r}; tables are {', '.join(TABLES)}")
+    cfg = _config(env, [f"lake.root={lake_root}"] if lake_root else [], conf_dir)
+    root = _lake_with_tables(cfg)
+    try:
+        link = table_lineage(root, table, version)
+    except LookupError as exc:
+        raise UsageProblem(str(exc)) from None
+    typer.echo("\n".join(link.lines()))
 
 
 # ----------------------------------------------------------------------------- click logs
@@ -164,6 +223,8 @@ def _run_clicks_stage(cfg, stage: str) -> None:
 
     try:
         run_stages(cfg, [ALL_STAGES[stage]])
+    except TrackingError as exc:
+        raise UsageProblem(str(exc)) from None
     except StageFailed as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1)
@@ -181,13 +242,11 @@ def clicks_ingest(
     cfg = _clicks_config(env, conf_dir, set_, lake__root=lake_root, clicks__format=format)
     inputs = list(input or cfg.clicks.input)
     if not inputs:
-        typer.echo("error: no input: pass --input or set clicks.input", err=True)
-        raise typer.Exit(2)
+        raise UsageProblem("no input: pass --input or set clicks.input")
     try:
         stage.resolve_inputs(inputs)   # a missing input is a usage error, before Spark starts
     except FileNotFoundError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
+        raise UsageProblem(str(exc)) from None
     _run_clicks_stage(cfg.model_copy(update={"clicks": cfg.clicks.model_copy(update={"input": inputs})}), "clicks_ingest")
 
 
@@ -216,17 +275,14 @@ def clicks_stream(
     import os
 
     if available_now and processing_time:
-        typer.echo("error: --available-now and --processing-time exclude each other", err=True)
-        raise typer.Exit(2)
+        raise UsageProblem("--available-now and --processing-time exclude each other")
     cfg = _clicks_config(env, conf_dir, set_, lake__root=lake_root, clicks__format=format,
                          clicks__max_files_per_trigger=max_files_per_trigger, clicks__checkpoint=checkpoint)
     folder = landing or cfg.clicks.landing
     if not folder:
-        typer.echo("error: no landing folder: pass --landing or set clicks.landing", err=True)
-        raise typer.Exit(2)
+        raise UsageProblem("no landing folder: pass --landing or set clicks.landing")
     if "://" not in folder and not os.path.isdir(folder):
-        typer.echo(f"error: landing folder not found: {folder}", err=True)
-        raise typer.Exit(2)
+        raise UsageProblem(f"landing folder not found: {folder}")
     from pipelines.clicks import stream
     from pipelines.session import get_spark
 
@@ -271,8 +327,7 @@ def clicks_generate(
         made = generate(out, rows=rows, files=files, fmt=format, gzip=gzip, bad_lines=bad_lines, seed=seed,
                         first_day=first_day)
     except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
+        raise UsageProblem(str(exc)) from None
     ledger_path = Path(out) / "_generated.json"
     ledger_path.write_text(json.dumps([asdict(f) for f in made], indent=1))
     for f in made:
@@ -285,34 +340,75 @@ _MULTI_VALUE = ("--input", "-i")
 
 def expand_multi_value(argv: list[str]) -> list[str]:
     """``--input a b c`` → ``--input a --input b --input c`` (click takes one value per flag)."""
-    out, taking = [], False
+    out, taking, given = [], False, 0
     for arg in argv:
         if arg in _MULTI_VALUE:
-            taking = True
+            if taking and not given:
+                out.append("--input")   # a flag without a value stays, for click to refuse
+            taking, given = True, 0
             continue
         if taking and not arg.startswith("-"):
             out += ["--input", arg]
+            given += 1
             continue
+        if taking and not given:
+            out.append("--input")
         taking = False
         out.append(arg)
+    if taking and not given:
+        out.append("--input")
     return out
 
 
+def usage(argv: list[str]) -> str:
+    """The usage line of the command ``argv`` names (``crawlake explain [OPTIONS] DOC_ID``): the
+    deepest command whose name appears in order among ``argv``."""
+    command = typer.main.get_command(app)
+    names = ["crawlake"]
+    for arg in argv:
+        sub = getattr(command, "commands", {}).get(arg)
+        if sub is None:
+            if not arg.startswith("-"):
+                break
+            continue
+        command, names = sub, names + [arg]
+    ctx = command.make_context(" ".join(names), [], resilient_parsing=True)
+    return command.get_usage(ctx).strip()
+
+
+def _misuse(message: str, argv: list[str]) -> int:
+    """One error line and the usage on stderr; exit code 2."""
+    line = usage(argv)
+    help_hint = line.split(" [", 1)[0].replace("Usage: ", "")
+    print(f"error: {message}\n{line}  (see {help_hint} --help)", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point for the console script and the jobs; returns the exit code."""
+    """Entry point for the console script and the jobs; returns the exit code.
+
+    Misuse (a missing or unknown argument or option, a bad value, an unknown command, a lake root
+    without tables) prints one error line and the command's usage on stderr and returns 2; a
+    bare group (``crawlake``, ``crawlake clicks``) prints its help and returns 2.
+    """
     argv = expand_multi_value(list(sys.argv[1:] if argv is None else argv))
     try:
         # Without standalone mode click returns typer.Exit's code instead of raising it.
         code = app(args=argv, prog_name="crawlake", standalone_mode=False)
     except typer.Exit as exc:
         return exc.exit_code
-    except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
-        raise
+    except UsageProblem as exc:
+        return _misuse(str(exc), argv)
+    except Exception as exc:
+        # click's usage errors (typer vendors click, so they are matched by what they have):
+        # a bare group asks for help, the rest are one line
+        exit_code, message = getattr(exc, "exit_code", None), getattr(exc, "format_message", None)
+        if not isinstance(exit_code, int) or not callable(message):
+            raise
+        if type(exc).__name__ == "NoArgsIsHelpError" or exit_code != 2:
+            print(message(), file=sys.stderr)
+            return exit_code
+        return _misuse(message(), argv)
     return code if isinstance(code, int) else 0
 
 

@@ -362,6 +362,22 @@ class ClicksConfig(_Strict):
     vocab_min_frequency: int = Field(3, ge=1)
 
 
+class TrackingConfig(_Strict):
+    """How a run shows itself while it runs and where it is recorded besides ``ops.runs``:
+    live progress (:mod:`pipelines.progress`) and MLflow (:mod:`pipelines.tracking`)."""
+    #: auto = a progress bar on a terminal, plain lines when output is not a terminal or ``CI`` is set;
+    #: bar | lines force one; off = none
+    progress: Literal["auto", "bar", "lines", "off"] = "auto"
+    progress_interval_s: float = Field(10.0, gt=0)   # seconds between plain progress lines
+    #: one MLflow run per ``crawlake run``, a nested run per stage (needs the ``crawlake[mlflow]`` extra)
+    mlflow: bool = False
+    #: tracking URI; null = $MLFLOW_TRACKING_URI, else the file store ./mlruns
+    mlflow_uri: str | None = None
+    mlflow_experiment: str = "crawlake"
+    #: attach the lake's HTML report (``crawlake report``) to the MLflow run
+    mlflow_report: bool = True
+
+
 class Config(_Strict):
     lake: LakeConfig = LakeConfig()
     spark: SparkConfig = SparkConfig()
@@ -372,6 +388,7 @@ class Config(_Strict):
     embed: EmbedConfig = EmbedConfig()
     index: IndexConfig = IndexConfig()
     clicks: ClicksConfig = ClicksConfig()
+    tracking: TrackingConfig = TrackingConfig()
 
     def hash(self) -> str:
         """Short, stable hash of the effective configuration (recorded in ``ops.runs``)."""

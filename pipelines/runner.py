@@ -10,8 +10,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from pipelines import ledger
+from pipelines import ledger, tracking
 from pipelines.config import Config
+from pipelines.progress import notes_tables
 from pipelines.stage import Stage, StageContext, StageResult
 from pipelines.stages import PIPELINE, pipeline_stages
 
@@ -59,30 +60,42 @@ def run_stages(cfg: Config, stages: Sequence[Stage], console: Console | None = N
     committed each output; print the summary. Raises :class:`StageFailed` after recording a
     failed stage; later stages do not run."""
     console = console or Console()
+    trackers = tracking.for_config(cfg, console)   # before Spark starts: MLflow missing is an error now
     ctx = _context(cfg)
     runs: list[ledger.StageRun] = []
-    for stage in stages:
-        started, t0 = datetime.now(timezone.utc), time.perf_counter()
-        ctx.spark.sparkContext.setJobGroup(ctx.run_id, f"crawlake {stage.name}")
-        ctx.lake.written.clear()
-        ctx.stage = stage.name
-        inputs = {spec.qualified_name: ctx.lake.version(spec) for spec in stage.inputs}
-        try:
-            result: StageResult = stage.run(ctx)
-        except Exception as exc:
-            run = ledger.StageRun(stage.name, started, time.perf_counter() - t0, "failed", error=str(exc)[:2000])
+    trackers.run_started(ctx, stages)
+    error: BaseException | None = None
+    try:
+        for stage in stages:
+            started, t0 = datetime.now(timezone.utc), time.perf_counter()
+            ctx.spark.sparkContext.setJobGroup(ctx.run_id, f"crawlake {stage.name}")
+            ctx.lake.written.clear()
+            ctx.stage = stage.name
+            inputs = {spec.qualified_name: ctx.lake.version(spec) for spec in stage.inputs}
+            trackers.stage_started(ctx, stage)
+            try:
+                result: StageResult = stage.run(ctx)
+            except Exception as exc:
+                run = ledger.StageRun(stage.name, started, time.perf_counter() - t0, "failed", error=str(exc)[:2000])
+                ledger.record(ctx, run)
+                runs.append(run)
+                trackers.stage_finished(ctx, stage, run)
+                print_summary(ctx.run_id, runs, console)
+                raise StageFailed(stage.name, exc) from exc
+            result.input_versions = {name: v for name, v in inputs.items() if v is not None}
+            result.output_versions = {spec.qualified_name: v for spec in stage.outputs
+                                      if (v := ctx.lake.version(spec)) is not None}
+            result.writers = dict(sorted(ctx.lake.written.items()))
+            run = ledger.StageRun(stage.name, started, time.perf_counter() - t0, "succeeded", result)
             ledger.record(ctx, run)
             runs.append(run)
-            print_summary(ctx.run_id, runs, console)
-            raise StageFailed(stage.name, exc) from exc
-        result.input_versions = {name: v for name, v in inputs.items() if v is not None}
-        result.output_versions = {spec.qualified_name: v for spec in stage.outputs
-                                  if (v := ctx.lake.version(spec)) is not None}
-        result.writers = dict(sorted(ctx.lake.written.items()))
-        run = ledger.StageRun(stage.name, started, time.perf_counter() - t0, "succeeded", result)
-        ledger.record(ctx, run)
-        runs.append(run)
-    print_summary(ctx.run_id, runs, console)
+            trackers.stage_finished(ctx, stage, run)
+        print_summary(ctx.run_id, runs, console)
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:   # an interrupted run too: the progress thread stops, the MLflow run is closed
+        trackers.run_finished(ctx, runs, error)
     return runs
 
 
@@ -101,17 +114,24 @@ def _context(cfg: Config) -> StageContext:
 
 
 def print_summary(run_id: str, runs: list[ledger.StageRun], console: Console) -> None:
+    """The run's table (stage, status, rows in/out, quarantined, seconds, rows/s), then each
+    stage's notes as small tables (:func:`pipelines.progress.notes_tables`), or its error."""
     table = Table(title=f"crawlake run {run_id}")
-    for col in ("stage", "status", "rows in", "rows out", "quarantined", "seconds"):
+    for col in ("stage", "status", "rows in", "rows out", "quarantined", "seconds", "rows/s"):
         table.add_column(col, justify="left" if col in ("stage", "status") else "right")
     for r in runs:
         res = r.result
-        counts = (res.rows_in, res.rows_out, res.rows_quarantined) if res else ("-", "-", "-")
-        table.add_row(r.stage, r.status, *(str(x) for x in counts), f"{r.duration_s:.1f}")
+        counts = (f"{res.rows_in:,}", f"{res.rows_out:,}", f"{res.rows_quarantined:,}") if res else ("-", "-", "-")
+        rate = f"{res.rows_in / r.duration_s:,.0f}" if res and r.duration_s > 0 else "-"
+        table.add_row(r.stage, r.status, *counts, f"{r.duration_s:.1f}", rate)
     console.print(table)
     for r in runs:  # details below the table, so the table stays readable in narrow logs
-        details = {**r.result.notes, "writers": _writers(r.result.writers)} if r.result else {"error": r.error}
-        console.print(f"  {r.stage}: " + "; ".join(f"{k}={v}" for k, v in details.items()), soft_wrap=True)
+        if r.result is None:
+            console.print(f"  {r.stage}: error={r.error}", soft_wrap=True)
+            continue
+        for part in notes_tables(r.stage, r.result.notes, console.width):
+            console.print(part)
+        console.print(f"  {r.stage} writers: {_writers(r.result.writers)}", soft_wrap=True, highlight=False)
 
 
 def _writers(writers: dict[str, str]) -> str:
