@@ -11,6 +11,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -39,6 +40,11 @@ class LakeConfig(_Strict):
     #: who commits tables whose rows arrive as task-staged files (pipelines.lake.Lake.writer):
     #: auto = deltalake where the lake allows (path mode, local disk), else Spark; spark = always Spark
     writer: Literal["auto", "spark", "deltalake"] = "auto"
+    #: what keeps concurrent commits to S3 safe (S3 has no atomic put-if-absent for Delta's log):
+    #: dynamodb = Delta's S3DynamoDBLogStore, a DynamoDB table of commit entries (created if
+    #: missing); single_driver = Delta's default, safe only while one process writes a table
+    s3_commits: Literal["dynamodb", "single_driver"] = "dynamodb"
+    dynamodb_table: str = "delta_log"
 
     @model_validator(mode="after")
     def _catalog_needs_names(self) -> "LakeConfig":
@@ -391,9 +397,46 @@ class Config(_Strict):
     tracking: TrackingConfig = TrackingConfig()
 
     def hash(self) -> str:
-        """Short, stable hash of the effective configuration (recorded in ``ops.runs``)."""
-        blob = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True)
+        """Short, stable hash of the effective configuration, secrets left out (:func:`redact`),
+        recorded in ``ops.runs``."""
+        blob = json.dumps(self.redacted(), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def redacted(self) -> dict:
+        """The configuration as plain data with every secret value replaced (:func:`redact`):
+        what may be recorded or shown (ops.runs' hash input, run trackers)."""
+        return redact(self.model_dump(mode="json", by_alias=True))
+
+
+REDACTED = "*** (redacted)"
+#: Words that make a key's value a secret, alone or in pairs (Spark's ``spark.redaction.regex``,
+#: Hadoop's ``fs.s3a.secret.key``/``fs.s3a.session.token``, AWS's and Azure's variable names).
+_SECRET_WORDS = {"secret", "password", "passwd", "credential", "credentials"}
+_SECRET_PAIRS = {("access", "key"), ("session", "token"), ("auth", "token"), ("sas", "token"), ("private", "key"),
+                 ("api", "key"), ("account", "key")}
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a setting named ``key`` holds a secret: one of its words (split at ``.``, ``_``,
+    ``-``) is secret, password or credential(s), or two neighbours are access+key, session+token,
+    auth/sas+token, private/api/account+key. ``tokenize.tokenizer`` is not; ``fs.s3a.secret.key``,
+    ``AWS_SESSION_TOKEN`` and ``aws_access_key_id`` are."""
+    words = re.split(r"[._\-]+", key.lower())
+    return bool(_SECRET_WORDS & set(words)) or any(pair in _SECRET_PAIRS for pair in zip(words, words[1:]))
+
+
+def redact(data):
+    """``data`` (nested dicts and lists of plain values) with the value of every key that
+    :func:`is_secret_key` names replaced by :data:`REDACTED`, and ``key=value`` strings whose key
+    it names likewise (e.g. an ``--set`` override); other values as they are."""
+    if isinstance(data, dict):
+        return {k: (REDACTED if isinstance(k, str) and is_secret_key(k) and v not in (None, "") else redact(v))
+                for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [redact(v) for v in data]
+    if isinstance(data, str) and "=" in data and is_secret_key(data.split("=", 1)[0]):
+        return f"{data.split('=', 1)[0]}={REDACTED}"
+    return data
 
 
 def _deep_merge(base: dict, overlay: dict) -> dict:
