@@ -59,6 +59,9 @@ def run_stages(cfg: Config, stages: Sequence[Stage], console: Console | None = N
     Delta versions of its inputs (before it ran) and outputs (after) and the engine that
     committed each output; print the summary. Raises :class:`StageFailed` after recording a
     failed stage; later stages do not run."""
+    from pipelines.lake.objectstore import require_credentials
+
+    require_credentials([cfg.lake.root, *cfg.ingest.input, *cfg.clicks.input, cfg.clicks.landing or ""])
     console = console or Console()
     trackers = tracking.for_config(cfg, console)   # before Spark starts: MLflow missing is an error now
     ctx = _context(cfg)

@@ -1,7 +1,9 @@
 """Local stand-ins for a cluster's services, on 127.0.0.1, stopped by their process ids.
 
 * :func:`start_s3` — an S3-compatible object store: moto's server (``moto[server]`` from PyPI),
-  speaking the S3 protocol (and DynamoDB's, for Delta's S3 log store) over HTTP.
+  speaking the S3 protocol (and DynamoDB's, for Delta's S3 log store) over HTTP;
+* :func:`start_standalone` — a Spark standalone cluster: a master and workers started with
+  pyspark's own ``bin/spark-class``.
 
 For the tests, the benchmarks, and trying the object-store setup on one machine. Every wait is
 bounded in time; a server that does not come up is stopped and raises RuntimeError.
@@ -116,3 +118,93 @@ def start_s3(port: int | None = None, timeout_s: float = 60) -> S3Server:
     endpoint = f"http://127.0.0.1:{port}"
     _wait_http(f"{endpoint}/moto-api/", proc, timeout_s)
     return S3Server(endpoint, proc)
+
+
+@dataclass
+class SparkCluster:
+    """A running Spark standalone cluster: ``master_url`` (``spark://127.0.0.1:<port>``), the
+    master's web UI, and the processes (master first, then workers) by id."""
+    master_url: str
+    web_ui: str
+    master: subprocess.Popen
+    workers: list[subprocess.Popen]
+
+    def alive_workers(self) -> int:
+        """Workers the master counts as alive (from its web UI's JSON)."""
+        import json
+
+        with urllib.request.urlopen(f"{self.web_ui}/json/", timeout=5) as r:
+            return int(json.load(r).get("aliveworkers", 0))
+
+    def kill_worker(self, index: int, sig: int = signal.SIGKILL) -> None:
+        """Kill worker ``index`` and the executor it launched (its whole process group)."""
+        proc = self.workers[index]
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        proc.wait(30)
+
+    def stop(self) -> None:
+        for proc in (*self.workers, self.master):
+            _stop(proc)
+
+    def __enter__(self) -> "SparkCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _spark_class() -> str:
+    import pyspark
+
+    return os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
+
+
+def start_worker(master_url: str, *, cores: int = 1, memory: str = "2g", work_dir: str | None = None,
+                 env: dict[str, str] | None = None) -> subprocess.Popen:
+    """One worker process of a standalone cluster on 127.0.0.1, in its own process group (its
+    executors are its children, so killing the group takes them too)."""
+    cmd = [_spark_class(), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", str(free_port()),
+           "--webui-port", str(free_port()), "--cores", str(cores), "--memory", memory]
+    if work_dir:
+        cmd += ["--work-dir", work_dir]
+    return subprocess.Popen([*cmd, master_url], env=_cluster_env(env), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _cluster_env(env: dict[str, str] | None) -> dict[str, str]:
+    out = {**os.environ, **(env or {})}
+    out.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, SPARK_NO_DAEMONIZE="1")
+    return out
+
+
+def start_standalone(workers: int = 2, *, cores: int = 1, memory: str = "2g", work_dir: str | None = None,
+                     env: dict[str, str] | None = None, timeout_s: float = 120) -> SparkCluster:
+    """Start a Spark standalone master and ``workers`` workers (``cores`` cores and ``memory``
+    each) on 127.0.0.1 with pyspark's own ``spark-class``, each process in its own group, the
+    workers running this interpreter's Python (``env`` added to their environment, e.g. the AWS
+    variables of :class:`S3Server`). Returns once the master counts every worker alive; raises
+    RuntimeError (after stopping what started) when that takes over ``timeout_s`` seconds."""
+    port, ui = free_port(), free_port()
+    master = subprocess.Popen([_spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(port), "--webui-port", str(ui)],
+                              env=_cluster_env(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    cluster = SparkCluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui}", master, [])
+    try:
+        _wait_http(f"{cluster.web_ui}/json/", master, timeout_s)
+        for _ in range(workers):
+            cluster.workers.append(start_worker(cluster.master_url, cores=cores, memory=memory, work_dir=work_dir,
+                                                env=env))
+        deadline = time.monotonic() + timeout_s
+        while cluster.alive_workers() < workers:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{cluster.alive_workers()} of {workers} workers joined {cluster.master_url} "
+                                   f"within {timeout_s:.0f} s")
+            time.sleep(0.5)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster

@@ -69,9 +69,38 @@ def catalog_settings(lake: LakeConfig) -> dict[str, str]:
     }
 
 
+def object_store_settings(lake: LakeConfig | None = None, env: dict[str, str] | None = None) -> dict[str, str]:
+    """Spark settings for lakes and crawls on S3, from the standard AWS environment variables:
+    ``s3://`` read and written like ``s3a://`` (Hadoop's S3A), the endpoint of an S3-compatible
+    server (``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``, path-style), the region, and the
+    commit mechanism ``lake.s3_commits`` names (Delta's S3DynamoDBLogStore by default). No
+    credential is ever put in Spark's configuration: S3A and the log store read them from the
+    environment (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``), a profile
+    or an instance role, in every process."""
+    env = os.environ if env is None else env
+    out = {"spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
+    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        out["spark.hadoop.fs.s3a.endpoint"] = endpoint
+        out["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        out["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(endpoint.startswith("https://")).lower()
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if region:
+        out["spark.hadoop.fs.s3a.endpoint.region"] = region
+    if lake is None or lake.s3_commits == "dynamodb":
+        for scheme in ("s3", "s3a"):
+            out[f"spark.delta.logStore.{scheme}.impl"] = "io.delta.storage.S3DynamoDBLogStore"
+        out["spark.io.delta.storage.S3DynamoDBLogStore.ddb.tableName"] = lake.dynamodb_table if lake else "delta_log"
+        if region:
+            out["spark.io.delta.storage.S3DynamoDBLogStore.ddb.region"] = region
+    return out
+
+
 def get_spark(cfg: SparkConfig, lake: LakeConfig | None = None) -> SparkSession:
-    """Return the active SparkSession, or build one with Delta configured (and, for a local
-    catalog-mode ``lake``, :func:`catalog_settings` unless the configuration names a catalog).
+    """Return the active SparkSession, or build one with Delta configured, S3 reachable
+    (:func:`object_store_settings`), log level WARN, and, for a local catalog-mode ``lake``,
+    :func:`catalog_settings` unless the configuration names a catalog; what spark-submit or the
+    user set wins over each of these.
 
     Raises ``RuntimeError`` when a local session is to be built but Delta's jars are missing
     (run ``make setup``).
@@ -80,7 +109,9 @@ def get_spark(cfg: SparkConfig, lake: LakeConfig | None = None) -> SparkSession:
     if active is not None:
         return active
 
-    wanted: dict[str, str] = dict(DELTA_SETTINGS)
+    wanted: dict[str, str] = {**DELTA_SETTINGS, **object_store_settings(lake)}
+    # crawlake's own lines (progress, summary, errors) stay readable: WARN unless the user sets a level
+    wanted["spark.log.level"] = "WARN"
     if lake is not None and lake.mode == "catalog" and "://" not in lake.root \
             and "spark.sql.catalogImplementation" not in cfg.conf and not _launched_externally():
         wanted.update(catalog_settings(lake))
@@ -112,6 +143,4 @@ def get_spark(cfg: SparkConfig, lake: LakeConfig | None = None) -> SparkSession:
         builder = builder.master(cfg.master)
     for key, value in wanted.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
+    return builder.getOrCreate()

@@ -44,6 +44,7 @@ from pyspark.sql.types import StructField, StructType
 from pipelines.config import LakeConfig
 from pipelines.lake import commits
 from pipelines.lake.commits import DataFile
+from pipelines.lake.objectstore import for_spark
 from pipelines.lake.files import TableFiles, Target, collect_audits, collect_staged
 from schemas.catalog import TableSpec
 
@@ -120,7 +121,8 @@ class Lake:
     def __init__(self, spark: SparkSession, cfg: LakeConfig):
         self.spark = spark
         self.cfg = cfg
-        self.root = cfg.root if "://" in cfg.root else str(Path(cfg.root).resolve())
+        # one spelling per table: Spark's s3a:// (Delta's commit entries are keyed by the path)
+        self.root = for_spark(cfg.root) if "://" in cfg.root else str(Path(cfg.root).resolve())
         #: ``{qualified table name: engine}`` of every write made through this lake (the runner
         #: records it per stage and clears it).
         self.written: dict[str, str] = {}
