@@ -174,6 +174,25 @@ def note_metrics(notes: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def delta_source(location: str, version: int, catalog: bool = False):
+    """An MLflow ``DeltaDatasetSource`` for the Delta table at ``location`` (a path, or a catalog
+    table name when ``catalog``) and ``version``, whose JSON always carries ``delta_table_version``:
+    MLflow's own ``to_dict`` leaves a falsy version out, so a table's first version (0) would be
+    recorded as no version at all."""
+    from mlflow.data.delta_dataset_source import DeltaDatasetSource
+
+    class _VersionedDeltaSource(DeltaDatasetSource):
+        def to_dict(self):
+            info = super().to_dict()
+            if self.delta_table_version is not None:
+                info["delta_table_version"] = self.delta_table_version
+            return info
+
+    if catalog:
+        return _VersionedDeltaSource(delta_table_name=location, delta_table_version=version)
+    return _VersionedDeltaSource(path=location, delta_table_version=version)
+
+
 class MlflowTracker(Tracker):
     """One MLflow run per runner call (a ``crawlake run``, a ``crawlake clicks`` command), named
     after its ``run_id``, with:
@@ -288,7 +307,6 @@ class MlflowTracker(Tracker):
             self.client.log_batch(run_id, metrics=ms[i:i + _BATCH], params=ps[i:i + _BATCH], tags=ts[i:i + _BATCH])
 
     def _datasets(self, ctx: StageContext, run_id: str, stage: Stage, res) -> None:
-        from mlflow.data.delta_dataset_source import DeltaDatasetSource
         from mlflow.data.meta_dataset import MetaDataset
         from mlflow.entities import DatasetInput, InputTag
 
@@ -297,9 +315,7 @@ class MlflowTracker(Tracker):
         for context, versions in (("input", res.input_versions), ("output", res.output_versions)):
             for table, version in sorted(versions.items()):
                 location = ctx.lake.location(specs[table]) if table in specs else table
-                source = (DeltaDatasetSource(delta_table_name=location, delta_table_version=int(version))
-                          if ctx.lake.cfg.mode == "catalog" else
-                          DeltaDatasetSource(path=location, delta_table_version=int(version)))
+                source = delta_source(location, int(version), catalog=ctx.lake.cfg.mode == "catalog")
                 dataset = MetaDataset(source, name=table, digest=f"v{version}")
                 inputs.append(DatasetInput(dataset._to_mlflow_entity(),
                                            tags=[InputTag("mlflow.data.context", context)]))

@@ -79,3 +79,23 @@ def sample_lake(spark, tmp_path_factory) -> Path:
 def read_table(spark, root: Path, qualified: str):
     layer, name = qualified.split(".")
     return spark.read.format("delta").load(str(root / layer / name))
+
+
+@pytest.fixture(scope="session")
+def sample_lake_with_clicks(sample_lake, tmp_path_factory) -> Path:
+    """A copy of the sample lake plus click logs: three generated Criteo day files (with malformed
+    lines) through ``clicks ingest`` and ``clicks features``. For the report and the notebooks,
+    which show every layer."""
+    import shutil
+
+    from pipelines.clicks.generate import generate
+    from pipelines.runner import run_stages
+    from pipelines.stages import STAGES
+
+    root = tmp_path_factory.mktemp("full_lake") / "lake"
+    shutil.copytree(sample_lake, root)
+    logs = tmp_path_factory.mktemp("click_logs")
+    generate(logs, rows=3000, files=3, bad_lines=12, seed=7, max_cardinality=400)
+    cfg = lake_config(root, f"clicks.input=[{logs}]", "clicks.vocab_min_frequency=2")
+    run_stages(cfg, [STAGES["clicks_ingest"], STAGES["clicks_features"]])
+    return root

@@ -50,8 +50,9 @@ from schemas.catalog import (
     TableSpec,
 )
 
-#: Rows per batch when a table is streamed.
+#: Rows per batch when a table is streamed; fewer for text (a batch's words are split in memory).
 BATCH_ROWS = 65_536
+TEXT_BATCH_ROWS = 8_192
 #: Languages the per-language funnel shows.
 TOP_LANGUAGES = 5
 #: Rules whose measured values are drawn against their threshold.
@@ -164,17 +165,18 @@ class LakeReader:
         """Columns of ``spec``'s table matching ``filter``; the table must exist."""
         return lake_read.read(self.table(spec), columns, filter)
 
-    def batches(self, spec: TableSpec, columns: Sequence[str], filter: Any = None) -> Iterator[pa.Table]:
-        """The table's rows in batches of at most :data:`BATCH_ROWS`, ``columns`` only."""
+    def batches(self, spec: TableSpec, columns: Sequence[str], filter: Any = None, *,
+                rows: int = BATCH_ROWS) -> Iterator[pa.Table]:
+        """The table's rows in batches of at most ``rows``, ``columns`` only."""
         dt = self.table(spec)
         if lake_read.native_filesystem(dt.table_uri) is None:
             # no native filesystem: read() copies each file into Arrow memory on this thread
-            for batch in lake_read.read(dt, columns, filter).to_batches(BATCH_ROWS):
+            for batch in lake_read.read(dt, columns, filter).to_batches(rows):
                 yield pa.Table.from_batches([batch])
             return
         data = lake_read.dataset(dt)
         expr = filter if filter is None or isinstance(filter, pds.Expression) else pq.filters_to_expression(filter)
-        for batch in data.to_batches(columns=list(columns), filter=expr, batch_size=BATCH_ROWS):
+        for batch in data.to_batches(columns=list(columns), filter=expr, batch_size=rows):
             if batch.num_rows:
                 yield pa.Table.from_batches([batch])
 
@@ -476,7 +478,7 @@ def _documents(reader: LakeReader, data: LakeData, wanted: set[str]) -> dict[str
     lengths: list[np.ndarray] = []
     found: dict[str, dict] = {}
     wanted_set = pa.array(sorted(wanted), pa.string())
-    for t in reader.batches(BRONZE_DOCUMENTS, ["doc_id", "url", "text", "text_length"]):
+    for t in reader.batches(BRONZE_DOCUMENTS, ["doc_id", "url", "text", "text_length"], rows=TEXT_BATCH_ROWS):
         text = t.column("text")
         ids.append(t.column("doc_id").combine_chunks())
         words.append(pc.list_value_length(pc.utf8_split_whitespace(text)).to_numpy(zero_copy_only=False)
@@ -542,7 +544,7 @@ def _funnel(reader: LakeReader, data: LakeData, docs: dict | None, dedup: pa.Tab
         clean_words = None
         if words is not None:   # the cleaned text's words (C4 line removal, PII) are not in bronze
             total = 0
-            for t in reader.batches(SILVER_DOCUMENTS_CLEAN, ["text"]):
+            for t in reader.batches(SILVER_DOCUMENTS_CLEAN, ["text"], rows=TEXT_BATCH_ROWS):
                 total += int(pc.sum(pc.list_value_length(pc.utf8_split_whitespace(t.column("text")))).as_py() or 0)
             clean_words = total
         steps.append({"step": "clean (text cleaned)", "documents": clean.rows, "words": clean_words})
