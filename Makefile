@@ -21,13 +21,17 @@ $(STAMPS)/venv: pyproject.toml
 	$(PIP) install -q -e '.[dev,mlflow]'
 	@mkdir -p $(STAMPS) && touch $@
 
-# Delta's jars, resolved from Maven Central once; later runs need no network.
-$(STAMPS)/jars: scripts/delta-jars.pom.xml
+# Delta's jars, S3A with the AWS SDK, and crawlake's S3 log store (scripts/s3-logstore), resolved
+# from Maven Central once; later runs need no network.
+JAR_GROUPS := io.delta,org.apache.hadoop,software.amazon.awssdk,software.amazon.s3.analyticsaccelerator,org.wildfly.openssl
+$(STAMPS)/jars: scripts/delta-jars.pom.xml scripts/s3-logstore/pom.xml $(wildcard scripts/s3-logstore/src/main/java/io/crawlake/delta/*.java)
 	@command -v mvn >/dev/null || { echo "need Maven (mvn) to resolve Delta's jars" >&2; exit 1; }
 	rm -rf $(JARS_DIR)
 	mvn -q -f scripts/delta-jars.pom.xml dependency:copy-dependencies \
-	    -DoutputDirectory=$(CURDIR)/$(JARS_DIR) -DincludeScope=runtime -DincludeGroupIds=io.delta
-	@ls $(JARS_DIR)/delta-spark_*.jar >/dev/null
+	    -DoutputDirectory=$(CURDIR)/$(JARS_DIR) -DincludeScope=runtime -DincludeGroupIds=$(JAR_GROUPS)
+	mvn -q -f scripts/s3-logstore/pom.xml package
+	cp scripts/s3-logstore/target/crawlake-s3-logstore-1.jar $(JARS_DIR)/
+	@ls $(JARS_DIR)/delta-spark_*.jar $(JARS_DIR)/hadoop-aws-*.jar >/dev/null
 	@mkdir -p $(STAMPS) && touch $@
 
 jars: $(STAMPS)/jars

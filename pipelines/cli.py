@@ -114,7 +114,7 @@ def train_tokenizer(
         (done,) = run_stages(cfg, [ALL_STAGES["train_tokenizer"]])
     except StageFailed as exc:
         if isinstance(exc.cause, ValueError):
-            typer.echo(f"error: {exc.cause}", err=True)
+            typer.echo(f"error: {cfg.scrub(str(exc.cause))}", err=True)
             raise typer.Exit(2)
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1)
@@ -223,7 +223,7 @@ def _run_clicks_stage(cfg, stage: str) -> None:
 
     try:
         run_stages(cfg, [ALL_STAGES[stage]])
-    except TrackingError as exc:
+    except (ValueError, TrackingError) as exc:   # before Spark starts (e.g. no credentials for s3://)
         raise UsageProblem(str(exc)) from None
     except StageFailed as exc:
         typer.echo(f"error: {exc}", err=True)

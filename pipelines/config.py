@@ -40,11 +40,12 @@ class LakeConfig(_Strict):
     #: who commits tables whose rows arrive as task-staged files (pipelines.lake.Lake.writer):
     #: auto = deltalake where the lake allows (path mode, local disk), else Spark; spark = always Spark
     writer: Literal["auto", "spark", "deltalake"] = "auto"
-    #: what keeps concurrent commits to S3 safe (S3 has no atomic put-if-absent for Delta's log):
-    #: dynamodb = Delta's S3DynamoDBLogStore, a DynamoDB table of commit entries (created if
-    #: missing); single_driver = Delta's default, safe only while one process writes a table
-    s3_commits: Literal["dynamodb", "single_driver"] = "dynamodb"
-    dynamodb_table: str = "delta_log"
+    #: what keeps concurrent commits to a lake on S3 safe: conditional_put = crawlake's log store
+    #: (io.crawlake.delta.S3ConditionalPutLogStore: each commit file is a PUT with If-None-Match: *,
+    #: so one of two racing writers wins a version, the other retries or fails; needs a store with
+    #: conditional writes: AWS S3, MinIO, moto); single_driver = Delta's S3SingleDriverLogStore,
+    #: safe only while one Spark driver writes the lake
+    s3_commits: Literal["conditional_put", "single_driver"] = "conditional_put"
 
     @model_validator(mode="after")
     def _catalog_needs_names(self) -> "LakeConfig":
@@ -407,6 +408,16 @@ class Config(_Strict):
         what may be recorded or shown (ops.runs' hash input, run trackers)."""
         return redact(self.model_dump(mode="json", by_alias=True))
 
+    def scrub(self, text: str, env: dict[str, str] | None = None) -> str:
+        """``text`` (an error message) with every secret this configuration or the environment
+        holds (values of secret keys, :func:`is_secret_key`) replaced by :data:`REDACTED`:
+        what crawlake prints and records of an exception it did not write itself."""
+        secrets = set(_secret_values(self.model_dump(mode="json", by_alias=True)))
+        secrets |= {v for k, v in (os.environ if env is None else env).items() if is_secret_key(k)}
+        for secret in sorted((s for s in secrets if len(s) >= 4), key=len, reverse=True):
+            text = text.replace(secret, REDACTED)
+        return text
+
 
 REDACTED = "*** (redacted)"
 #: Words that make a key's value a secret, alone or in pairs (Spark's ``spark.redaction.regex``,
@@ -423,6 +434,21 @@ def is_secret_key(key: str) -> bool:
     ``AWS_SESSION_TOKEN`` and ``aws_access_key_id`` are."""
     words = re.split(r"[._\-]+", key.lower())
     return bool(_SECRET_WORDS & set(words)) or any(pair in _SECRET_PAIRS for pair in zip(words, words[1:]))
+
+
+def _secret_values(data):
+    """The string values at secret keys anywhere in ``data`` (and in ``key=value`` strings)."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            if isinstance(k, str) and is_secret_key(k) and isinstance(v, str):
+                yield v
+            else:
+                yield from _secret_values(v)
+    elif isinstance(data, (list, tuple)):
+        for v in data:
+            yield from _secret_values(v)
+    elif isinstance(data, str) and "=" in data and is_secret_key(data.split("=", 1)[0]):
+        yield data.split("=", 1)[1]
 
 
 def redact(data):

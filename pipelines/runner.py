@@ -20,9 +20,26 @@ from pipelines.stages import PIPELINE, pipeline_stages
 STAGES = tuple(s.name for s in PIPELINE)
 
 
+def error_text(exc: BaseException) -> str:
+    """What an exception says, without a JVM stack: for an error raised in Spark's JVM (py4j's
+    ``Py4JJavaError``, whose text is the whole Java stack trace) the Java exception's class and
+    message, e.g. ``io.delta.exceptions.ConcurrentAppendException: [DELTA_CONCURRENT_APPEND] …``."""
+    java = getattr(exc, "java_exception", None)
+    text = str(exc)
+    if java is not None:
+        try:
+            text = str(java.toString())
+        except Exception:   # the gateway is gone (a killed JVM): the Python text is all there is
+            pass
+    return text.split("\n\tat ")[0].strip()
+
+
 class StageFailed(RuntimeError):
-    def __init__(self, stage: str, cause: BaseException):
-        super().__init__(f"stage {stage} failed: {type(cause).__name__}: {cause}")
+    """A stage raised ``cause``; the message (``detail``: the cause's, secrets scrubbed) is what
+    ``ops.runs.error`` records."""
+
+    def __init__(self, stage: str, cause: BaseException, detail: str | None = None):
+        super().__init__(f"stage {stage} failed: {type(cause).__name__}: {cause if detail is None else detail}")
         self.stage, self.cause = stage, cause
 
 
@@ -79,12 +96,13 @@ def run_stages(cfg: Config, stages: Sequence[Stage], console: Console | None = N
             try:
                 result: StageResult = stage.run(ctx)
             except Exception as exc:
-                run = ledger.StageRun(stage.name, started, time.perf_counter() - t0, "failed", error=str(exc)[:2000])
+                detail = cfg.scrub(error_text(exc))
+                run = ledger.StageRun(stage.name, started, time.perf_counter() - t0, "failed", error=detail[:2000])
                 ledger.record(ctx, run)
                 runs.append(run)
                 trackers.stage_finished(ctx, stage, run)
                 print_summary(ctx.run_id, runs, console)
-                raise StageFailed(stage.name, exc) from exc
+                raise StageFailed(stage.name, exc, detail) from exc
             result.input_versions = {name: v for name, v in inputs.items() if v is not None}
             result.output_versions = {spec.qualified_name: v for spec in stage.outputs
                                       if (v := ctx.lake.version(spec)) is not None}

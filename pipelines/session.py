@@ -69,14 +69,20 @@ def catalog_settings(lake: LakeConfig) -> dict[str, str]:
     }
 
 
+#: The Delta log store per ``lake.s3_commits`` (for s3:// and s3a:// paths).
+S3_LOG_STORES = {
+    "conditional_put": "io.crawlake.delta.S3ConditionalPutLogStore",   # scripts/s3-logstore
+    "single_driver": "io.delta.storage.S3SingleDriverLogStore",
+}
+
+
 def object_store_settings(lake: LakeConfig | None = None, env: dict[str, str] | None = None) -> dict[str, str]:
     """Spark settings for lakes and crawls on S3, from the standard AWS environment variables:
     ``s3://`` read and written like ``s3a://`` (Hadoop's S3A), the endpoint of an S3-compatible
     server (``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``, path-style), the region, and the
-    commit mechanism ``lake.s3_commits`` names (Delta's S3DynamoDBLogStore by default). No
-    credential is ever put in Spark's configuration: S3A and the log store read them from the
-    environment (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``), a profile
-    or an instance role, in every process."""
+    Delta log store ``lake.s3_commits`` names (:data:`S3_LOG_STORES`). No credential is ever put in
+    Spark's configuration: S3A reads them from the environment (``AWS_ACCESS_KEY_ID``,
+    ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``), a profile or an instance role, in every process."""
     env = os.environ if env is None else env
     out = {"spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
     endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
@@ -87,13 +93,19 @@ def object_store_settings(lake: LakeConfig | None = None, env: dict[str, str] | 
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
     if region:
         out["spark.hadoop.fs.s3a.endpoint.region"] = region
-    if lake is None or lake.s3_commits == "dynamodb":
-        for scheme in ("s3", "s3a"):
-            out[f"spark.delta.logStore.{scheme}.impl"] = "io.delta.storage.S3DynamoDBLogStore"
-        out["spark.io.delta.storage.S3DynamoDBLogStore.ddb.tableName"] = lake.dynamodb_table if lake else "delta_log"
-        if region:
-            out["spark.io.delta.storage.S3DynamoDBLogStore.ddb.region"] = region
+    store = S3_LOG_STORES[lake.s3_commits if lake is not None else "conditional_put"]
+    for scheme in ("s3", "s3a"):
+        out[f"spark.delta.logStore.{scheme}.impl"] = store
     return out
+
+
+def class_path(jars: list[str]) -> dict[str, str]:
+    """The jars on the driver's and the executors' class path (``spark.*.extraClassPath``).
+    Not ``spark.jars``: that ships every jar to every executor (the AWS SDK bundle alone is
+    640 MB) and loads them in a child class loader, where the log store's Delta base class
+    would not be seen from the system one."""
+    path = os.pathsep.join(jars)
+    return {"spark.driver.extraClassPath": path, "spark.executor.extraClassPath": path}
 
 
 def get_spark(cfg: SparkConfig, lake: LakeConfig | None = None) -> SparkSession:
@@ -118,7 +130,7 @@ def get_spark(cfg: SparkConfig, lake: LakeConfig | None = None) -> SparkSession:
     wanted.update(cfg.conf)
     jars = delta_jars(cfg.jars_dir)
     if jars:
-        wanted["spark.jars"] = ",".join(jars)
+        wanted.update(class_path(jars))
     # Workers must run the driver's interpreter (the virtualenv), not whatever python3 is on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
@@ -126,11 +138,11 @@ def get_spark(cfg: SparkConfig, lake: LakeConfig | None = None) -> SparkSession:
     if _launched_externally():
         submitted = SparkConf()  # loads what spark-submit / the cluster set
         for key, value in wanted.items():
-            if key == "spark.jars" and submitted.contains("spark.jars.packages"):
-                continue  # the user brought Delta through --packages
+            if key.endswith("extraClassPath"):
+                continue  # fixed when spark-submit started the driver: Delta came on its command line
             if not submitted.contains(key):
                 builder = builder.config(key, value)
-        spark = builder.getOrCreate()
+        spark = _quiet(builder.getOrCreate())
         if "PYSPARK_GATEWAY_PORT" in os.environ:
             _require_delta(spark)
         return spark
@@ -143,4 +155,16 @@ def get_spark(cfg: SparkConfig, lake: LakeConfig | None = None) -> SparkSession:
         builder = builder.master(cfg.master)
     for key, value in wanted.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return _quiet(builder.getOrCreate())
+
+
+#: Loggers that warn, at every lost commit race on S3, about the conditional PUT they were told
+#: to make (the log store turns it into Delta's retry): kept to errors.
+_QUIET_LOGGERS = ("org.apache.hadoop.fs.s3a.S3ABlockOutputStream", "org.apache.hadoop.fs.s3a.S3AInstrumentation")
+
+
+def _quiet(spark: SparkSession) -> SparkSession:
+    levels = spark._jvm.org.apache.logging.log4j.core.config.Configurator
+    for name in _QUIET_LOGGERS:
+        levels.setLevel(name, spark._jvm.org.apache.logging.log4j.Level.ERROR)
+    return spark

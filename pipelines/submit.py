@@ -2,13 +2,16 @@
 
     crawlake-submit [spark-submit options] jobs/<stage>.py [crawlake options]
 
-adds, unless given: ``--jars`` with the jars ``make setup`` resolved into ``.jars/`` (Delta, S3A
-and the AWS SDK: the driver's classpath is fixed when spark-submit starts, so they must come on
-its command line), and ``spark.pyspark.python``/``spark.pyspark.driver.python`` = this
-interpreter (the project's virtualenv), so the driver and every executor import crawlake's
-packages without ``PYSPARK_PYTHON`` being exported. Everything else is passed through; the exit
-code is spark-submit's. On a cluster whose machines have no such interpreter at that path, use
-spark-submit itself with ``--py-files`` or an environment archive instead.
+adds, unless given: the jars ``make setup`` resolved into ``.jars/`` (Delta, S3A with the AWS SDK,
+crawlake's S3 log store) on the driver's class path (fixed when spark-submit starts it) and the
+executors' (``spark.executor.extraClassPath``), and ``spark.pyspark.python``/
+``spark.pyspark.driver.python`` = this interpreter (the project's virtualenv), so the driver and
+every executor import crawlake's packages without ``PYSPARK_PYTHON`` being exported, and the
+driver's logging at WARN from its first line (``conf/log4j2.properties``). Both name
+paths on this machine, which the workers must have too (a cluster started from this checkout, or
+nodes built from one image); elsewhere use spark-submit itself with ``--packages``/``--jars`` and
+``--archives`` with a packed environment. Everything else is passed through; the exit code is
+spark-submit's.
 """
 
 from __future__ import annotations
@@ -27,8 +30,13 @@ def command(argv: list[str]) -> list[str]:
     given = " ".join(argv)
     extra: list[str] = []
     jars = delta_jars(".jars")
-    if jars and "--jars" not in argv and "--packages" not in argv:
-        extra += ["--jars", ",".join(jars)]
+    if jars and "--driver-class-path" not in argv and "spark.driver.extraClassPath" not in given:
+        extra += ["--driver-class-path", os.pathsep.join(jars)]
+    if jars and "spark.executor.extraClassPath" not in given:
+        extra += ["--conf", f"spark.executor.extraClassPath={os.pathsep.join(jars)}"]
+    if "--driver-java-options" not in argv and "spark.driver.extraJavaOptions" not in given:
+        log4j = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "log4j2.properties")
+        extra += ["--driver-java-options", f"-Dlog4j2.configurationFile=file:{log4j}"]
     for key in ("spark.pyspark.python", "spark.pyspark.driver.python"):
         if key not in given:
             extra += ["--conf", f"{key}={sys.executable}"]

@@ -99,3 +99,62 @@ def sample_lake_with_clicks(sample_lake, tmp_path_factory) -> Path:
     cfg = lake_config(root, f"clicks.input=[{logs}]", "clicks.vocab_min_frequency=2")
     run_stages(cfg, [STAGES["clicks_ingest"], STAGES["clicks_features"]])
     return root
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """An S3-compatible server (moto's) on 127.0.0.1 for the session, stopped by process group."""
+    from pipelines.servers import start_s3
+
+    server = start_s3()
+    yield server
+    server.stop()
+
+
+def s3_env(server) -> dict[str, str]:
+    """This process's environment plus the standard AWS variables pointing at ``server``, for
+    crawlake commands run as subprocesses (their Spark reads the variables when it starts)."""
+    return {**os.environ, **server.env()}
+
+
+def use_s3(spark, server) -> None:
+    """Let the test's own (already running) Spark session read ``server``'s buckets through S3A:
+    the JVM started before the AWS variables were set, so its Hadoop configuration gets them."""
+    conf = spark._jsc.hadoopConfiguration()
+    for key, value in {"fs.s3a.endpoint": server.endpoint, "fs.s3a.path.style.access": "true",
+                       "fs.s3a.connection.ssl.enabled": "false", "fs.s3a.endpoint.region": server.region,
+                       "fs.s3a.access.key": server.access_key, "fs.s3a.secret.key": server.secret_key,
+                       "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}.items():
+        conf.set(key, value)
+
+
+#: Real pages for every stage, with the built-in sample crawl for its planted duplicates and
+#: non-HTML payloads (bronze's quarantine rows are compared across writers on every real archive
+#: in test_ingest_real_world.py).
+ENGINE_WARCS = ("cc-main-2020-34-excerpt.warc.gz", "cc-main-2024-22-whirlwind.warc.gz",
+                "cc-main-2024-22-whirlwind.warc.wet.gz")
+#: Settings of every engine_lakes run (and of the cluster run compared with them).
+ENGINE_SETTINGS = ("ingest.progress=false", "index.shards=2")
+
+
+@pytest.fixture(scope="session")
+def engine_lakes(spark, tmp_path_factory):
+    """The real WARCs through every stage, and generated click logs through the click flow, once
+    per writer: ``{writer: (config, {stage: StageRun})}``; the inputs are ``config.ingest.input``."""
+    from pipelines.clicks.generate import generate
+    from pipelines.runner import run_pipeline, run_stages
+    from pipelines.sample import write_sample_warc
+    from pipelines.stages import STAGES
+
+    logs = tmp_path_factory.mktemp("engines_logs")
+    generate(logs, rows=800, files=2, bad_lines=9, seed=5)
+    sample = str(write_sample_warc(logs / "crawlake-sample.warc.gz"))
+    out = {}
+    for writer in WRITERS:
+        root = tmp_path_factory.mktemp(f"engines_{writer}")
+        cfg = lake_config(root, *ENGINE_SETTINGS, writer=writer)
+        cfg = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"input": [sample, *(real_file(n) for n in ENGINE_WARCS)]}),
+                                     "clicks": cfg.clicks.model_copy(update={"input": [str(logs)]})})
+        runs = run_pipeline(cfg) + run_stages(cfg, [STAGES["clicks_ingest"], STAGES["clicks_features"]])
+        out[writer] = (cfg, {r.stage: r for r in runs})
+    return out

@@ -18,9 +18,9 @@ deltalake 1.6.6 a script reading five tables still aborts, with the same stack, 
 (8 of 16 with pyarrow 22).
 
 Here the data files are read through pyarrow's native filesystem for the table's location
-(local disk, ``s3://``, ``gs://``, ``hdfs://``, ``abfs://``): the buffers are Arrow's own, so a
+(local disk, ``s3://`` or ``s3a://``, ``gs://``, ``hdfs://``, ``abfs://``): the buffers are Arrow's own, so a
 scan's leftovers on an IO thread never touch Python. Where no native filesystem fits (other
-URLs such as ``s3a://``, or ``storage_options`` carrying credentials only ``deltalake`` knows),
+URLs, or ``storage_options`` carrying credentials only ``deltalake`` knows),
 the files that may match are read one at a time on the calling thread and copied into Arrow
 memory before they are scanned, so no Python-owned buffer reaches a background thread either.
 The dataset is built here from the log's add actions (:func:`dataset`), not by
@@ -53,6 +53,8 @@ import pyarrow as pa
 import pyarrow.dataset as pds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+
+from pipelines.lake.objectstore import for_arrow
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -147,7 +149,7 @@ def native_filesystem(uri: str, storage_options: dict | None = None) -> tuple[pa
     if storage_options:
         return None
     try:
-        return pafs.FileSystem.from_uri(uri)
+        return pafs.FileSystem.from_uri(for_arrow(uri))   # s3a:// (Spark's spelling) is pyarrow's s3://
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, OSError):
         return None
 

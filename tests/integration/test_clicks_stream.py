@@ -84,8 +84,7 @@ def test_three_waves_a_sigkill_and_a_sigterm_leave_every_line_once(spark, tmp_pa
     bronze_log = root / "bronze" / "clicks" / "_delta_log"
     before = _commits(bronze_log)
     log = tmp_path / "submit.log"
-    jars = ",".join(sorted(glob.glob(str(REPO / ".jars" / "*.jar"))))
-    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--jars", jars, str(REPO / "jobs" / "stream_clicks.py"),
+    cmd = [str(Path(sys.executable).parent / "crawlake-submit"), str(REPO / "jobs" / "stream_clicks.py"),
            "--landing", str(landing), "--available-now", "--lake-root", str(root), *SETTINGS]
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,

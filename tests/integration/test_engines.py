@@ -10,43 +10,20 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import WRITERS, lake_config, read_lake, real_file
+from conftest import WRITERS, lake_config, read_lake
 from deltalake import DeltaTable
 
-from pipelines.runner import run_pipeline, run_stages
-from pipelines.stages import STAGES
 
 # the module's lakes are three whole pipeline runs: minutes on two cores
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
-#: Real pages for every stage, with the built-in sample crawl for its planted duplicates and
-#: non-HTML payloads (bronze's quarantine rows are compared across writers on every real archive
-#: in test_ingest_real_world.py).
-WARCS = ("cc-main-2020-34-excerpt.warc.gz", "cc-main-2024-22-whirlwind.warc.gz", "cc-main-2024-22-whirlwind.warc.wet.gz")
 #: Columns that differ between two runs by design (times, run ids, where files went).
 VOLATILE = {"committed_at", "run_id", "ingest_time", "built_at", "build_s", "path", "mtime"}
 
 
 @pytest.fixture(scope="module")
-def lakes(spark, tmp_path_factory):
-    """The real WARCs through every stage, and generated click logs through the click flow, once
-    per writer."""
-    from pipelines.clicks.generate import generate
-
-    from pipelines.sample import write_sample_warc
-
-    logs = tmp_path_factory.mktemp("engines_logs")
-    generate(logs, rows=800, files=2, bad_lines=9, seed=5)
-    sample = str(write_sample_warc(logs / "crawlake-sample.warc.gz"))
-    out = {}
-    for writer in WRITERS:
-        root = tmp_path_factory.mktemp(f"engines_{writer}")
-        cfg = lake_config(root, "ingest.progress=false", "index.shards=2", writer=writer)
-        cfg = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"input": [sample, *(real_file(n) for n in WARCS)]}),
-                                     "clicks": cfg.clicks.model_copy(update={"input": [str(logs)]})})
-        runs = run_pipeline(cfg) + run_stages(cfg, [STAGES["clicks_ingest"], STAGES["clicks_features"]])
-        out[writer] = (cfg, {r.stage: r for r in runs})
-    return out
+def lakes(engine_lakes):
+    return engine_lakes
 
 
 def _rows(spark, cfg, table: str) -> list[tuple]:

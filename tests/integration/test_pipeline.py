@@ -62,12 +62,12 @@ def test_token_conservation(spark, sample_lake):
 
 @pytest.fixture(scope="module")
 def real_lake(spark, tmp_path_factory):
-    """The real archives through `spark-submit jobs/run_all.py`; returns (root, counts after it)."""
+    """The real archives through `crawlake-submit jobs/run_all.py` as the README types it, with no
+    PYSPARK_* variable exported; returns (root, counts after it)."""
     root = tmp_path_factory.mktemp("real_lake")
-    jars = ",".join(str(p) for p in sorted((REPO / ".jars").glob("*.jar")))
-    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--jars", jars, "jobs/run_all.py",
+    cmd = [str(Path(sys.executable).parent / "crawlake-submit"), "jobs/run_all.py",
            "--input", *[real_file(f) for f in REAL_INPUTS], "--lake-root", str(root)]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     return root, counts(spark, root)
