@@ -76,7 +76,7 @@ def test_of_writers_racing_for_one_version_exactly_one_wins(spark, bucket):
 
 def _run(root: str, names: tuple[str, ...], log: Path, s3_server) -> subprocess.Popen:
     cmd = [str(Path(sys.executable).parent / "crawlake"), "run", "--stages", "ingest", "--lake-root", root,
-           "--set", "ingest.files_per_commit=1", "--set", "ingest.progress=false",
+           "--set", "ingest.progress=false",
            "--input", *(f"s3://{BUCKET}/crawl/{n}" for n in names)]
     with log.open("w") as out:
         return subprocess.Popen(cmd, cwd=REPO, env=s3_env(s3_server), stdout=out, stderr=subprocess.STDOUT,
