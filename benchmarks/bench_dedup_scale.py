@@ -160,7 +160,7 @@ def generate_rows(n: int, seed: int, pool, vocab, ngram: int):
                 ("registered_domain", ".".join(labels[-2:])), ("surt_host", ",".join(reversed(labels))),
                 ("crawl_date", EPOCH + timedelta(seconds=i)), ("crawl_id", "BENCH-DEDUP-SCALE"),
                 ("warc_record_id", f"<urn:bench:{seed}:{i}>"), ("warc_type", "response"), ("http_status", 200),
-                ("content_type", "text/html"), ("content_language", None), ("last_modified", None),
+                ("content_type", "text/html"), ("content_type_source", "declared"), ("content_language", None), ("last_modified", None),
                 ("payload_digest", None), ("charset", "utf-8"), ("extraction", "bench_dedup_scale"),
                 ("text", text), ("text_length", len(text)), ("payload_bytes", payload),
                 ("source_file", f"generated://bench_dedup_scale/seed{seed}"),

@@ -375,6 +375,12 @@ class TrackingConfig(_Strict):
     #: auto = a progress bar on a terminal, plain lines when output is not a terminal or ``CI`` is set;
     #: bar | lines force one; off = none
     progress: Literal["auto", "bar", "lines", "off"] = "auto"
+
+    @field_validator("progress", mode="before")
+    @classmethod
+    def _off_as_yaml_reads_it(cls, value):
+        # YAML (base.yaml, --set) reads a bare `off` as false
+        return "off" if value is False else value
     progress_interval_s: float = Field(10.0, gt=0)   # seconds between plain progress lines
     #: one MLflow run per ``crawlake run``, a nested run per stage (needs the ``crawlake[mlflow]`` extra)
     mlflow: bool = False

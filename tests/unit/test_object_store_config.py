@@ -83,3 +83,10 @@ def test_secrets_are_redacted_and_scrubbed():
     scrubbed = cfg.scrub(text, env={"AWS_SESSION_TOKEN": "ENV-TOKEN-123", "HOME": "/root"})
     assert "PLANTED-SET-SECRET" not in scrubbed and "ENV-TOKEN-123" not in scrubbed
     assert scrubbed.count(REDACTED) == 2 and "http://127.0.0.1:9" in scrubbed
+
+
+def test_progress_off_is_off_as_typed_on_the_command_line():
+    # YAML reads a bare `off` as false; `--set tracking.progress=off` is what a user types
+    assert load_config("local", ["tracking.progress=off"]).tracking.progress == "off"
+    with pytest.raises(Exception, match="tracking.progress"):
+        load_config("local", ["tracking.progress=true"])
