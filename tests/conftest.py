@@ -158,3 +158,20 @@ def engine_lakes(spark, tmp_path_factory):
         runs = run_pipeline(cfg) + run_stages(cfg, [STAGES["clicks_ingest"], STAGES["clicks_features"]])
         out[writer] = (cfg, {r.stage: r for r in runs})
     return out
+
+
+def wait_for(predicate, proc, log: Path, what: str, *, timeout_s: float, poll_s: float = 0.1) -> None:
+    """Poll ``predicate`` every ``poll_s`` seconds while the subprocess ``proc`` (its own process
+    group, output in ``log``) runs: fail the test if it exits first, or kill its group and fail
+    after ``timeout_s`` seconds; the failure shows the end of ``log``."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if proc.poll() is not None:
+            pytest.fail(f"the process exited ({proc.returncode}) before {what}:\n{log.read_text()[-4000:]}")
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"timed out waiting for {what}:\n{log.read_text()[-4000:]}")
+        time.sleep(poll_s)

@@ -18,7 +18,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ import pytest
 from pipelines.clicks import stream
 from pipelines.clicks.generate import generate
 from pipelines.lake import Lake
-from tests.conftest import REPO, lake_config, read_table
+from tests.conftest import REPO, lake_config, read_table, wait_for
 from tests.integration.test_clicks_ingest import assert_exactly
 
 pytestmark = pytest.mark.slow
@@ -56,17 +55,6 @@ def _files_done(log: Path, after: int) -> int:
     return sum(int(n) for batch, n in done if int(batch) > after)
 
 
-def _wait(predicate, proc: subprocess.Popen, log: Path, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not predicate():
-        if proc.poll() is not None:
-            pytest.fail(f"stream exited ({proc.returncode}) before {what}:\n{log.read_text()[-4000:]}")
-        if time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            pytest.fail(f"timed out waiting for {what}:\n{log.read_text()[-4000:]}")
-        time.sleep(0.1)
-
-
 def test_three_waves_a_sigkill_and_a_sigterm_leave_every_line_once(spark, tmp_path):
     landing, root = tmp_path / "landing", tmp_path / "lake"
     landing.mkdir()
@@ -89,8 +77,8 @@ def test_three_waves_a_sigkill_and_a_sigterm_leave_every_line_once(spark, tmp_pa
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
                                 env=dict(_env(), CRAWLAKE_FAILPOINT="clicks_ingest.after_rows_commit"))
-    _wait(lambda: _commits(bronze_log) != before and "failpoint" in log.read_text(), proc, log,
-          "the first bronze commit of wave 2")
+    wait_for(lambda: _commits(bronze_log) != before and "failpoint" in log.read_text(), proc, log,
+             "the first bronze commit of wave 2", timeout_s=WAIT_S)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     offsets, committed = _batch_ids(checkpoint / "offsets"), _batch_ids(checkpoint / "commits")
@@ -106,11 +94,11 @@ def test_three_waves_a_sigkill_and_a_sigterm_leave_every_line_once(spark, tmp_pa
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_env(), cwd=REPO,
                                 start_new_session=True)
-    _wait(lambda: f"batch {offsets[-1]} done: 2 files" in log.read_text(), proc, log, "the replayed micro-batch")
+    wait_for(lambda: f"batch {offsets[-1]} done: 2 files" in log.read_text(), proc, log, "the replayed micro-batch", timeout_s=WAIT_S)
     assert_exactly(spark, root, made)
 
     made += generate(landing, rows=1500, files=2, bad_lines=9, seed=1, first_day=5)   # wave 3
-    _wait(lambda: _files_done(log, after=offsets[-1]) == 2, proc, log, "wave 3's files")
+    wait_for(lambda: _files_done(log, after=offsets[-1]) == 2, proc, log, "wave 3's files", timeout_s=WAIT_S)
     proc.send_signal(signal.SIGTERM)
     try:
         code = proc.wait(timeout=WAIT_S)

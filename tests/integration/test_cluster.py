@@ -12,11 +12,10 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from conftest import ENGINE_SETTINGS, ENGINE_WARCS, REPO, real_file
+from conftest import ENGINE_SETTINGS, ENGINE_WARCS, REPO, real_file, wait_for
 
 from pipelines.lake import read as lake_read
 from schemas.catalog import TABLES
@@ -100,17 +99,6 @@ def _progress(log: Path, stage: str) -> bool:
                for line, done in re.findall(rf"^(\s+{stage}: (\d+)/\d+ tasks.*)$", log.read_text(), re.MULTILINE))
 
 
-def _wait_for(predicate, proc, log: Path, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not predicate():
-        if proc.poll() is not None:
-            pytest.fail(f"the run ended ({proc.returncode}) before {what}:\n{log.read_text()[-4000:]}")
-        if time.monotonic() > deadline:
-            os.killpg(proc.pid, 9)
-            pytest.fail(f"timed out waiting for {what}:\n{log.read_text()[-4000:]}")
-        time.sleep(0.1)
-
-
 @pytest.fixture(scope="module")
 def cluster_lake(cluster, tmp_path_factory):
     """The whole pipeline on the cluster, lake on S3, with worker 0 SIGKILLed in the middle of
@@ -123,7 +111,7 @@ def cluster_lake(cluster, tmp_path_factory):
     proc = submit(cluster, "--lake-root", root, "--set", "tracking.progress=lines",
                   "--set", "tracking.progress_interval_s=0.25", log=log)
     for stage, worker in (("dedup", 0), ("tokenize", 1)):
-        _wait_for(lambda: _progress(log, stage), proc, log, f"{stage}'s first tasks")
+        wait_for(lambda: _progress(log, stage), proc, log, f"{stage}'s first tasks", timeout_s=WAIT_S)
         cluster.kill_worker(worker)
         cluster.workers[worker] = start_worker(cluster.master_url, cores=1, memory="2g",
                                                work_dir=str(cluster.work_dir), env=cluster.env)

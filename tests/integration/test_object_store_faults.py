@@ -16,7 +16,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from deltalake.exceptions import TableNotFoundError
 from pipelines.clicks.generate import generate
 from pipelines.lake import read as lake_read
 from pipelines.runner import run_pipeline
-from tests.conftest import REPO, real_file, s3_env
+from tests.conftest import REPO, real_file, s3_env, wait_for
 from tests.integration.test_clicks_ingest import expected_bad, expected_rows
 from tests.integration.test_clicks_stream import SETTINGS, WAIT_S, _files_done
 from tests.integration.test_ingest import REAL, ingest_cfg
@@ -63,18 +62,6 @@ def _numbered(client, url: str, suffix: str = "") -> list[int]:
     """The numbered entries under ``url``: Delta log versions (``suffix`` ``.json``) or a
     streaming checkpoint's batch ids (offsets/, commits/)."""
     return sorted(int(m.group(1)) for k in _keys(client, url) if (m := re.fullmatch(rf"(\d+){re.escape(suffix)}", k)))
-
-
-def _wait(predicate, proc: subprocess.Popen, log: Path, what: str) -> None:
-    """Poll ``predicate`` twice a second (the machine, and the S3 server, serve the run too)."""
-    deadline = time.monotonic() + WAIT_S
-    while not predicate():
-        if proc.poll() is not None:
-            pytest.fail(f"the run exited ({proc.returncode}) before {what}:\n{log.read_text()[-4000:]}")
-        if time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            pytest.fail(f"timed out waiting for {what}:\n{log.read_text()[-4000:]}")
-        time.sleep(0.5)
 
 
 @pytest.fixture
@@ -132,7 +119,7 @@ def test_killed_ingest_on_s3_restarted_yields_exactly_an_uninterrupted_run(spark
     log = tmp_path / "killed.log"
     proc = spawn([*cmd, "--set", "ingest.files_per_commit=1"], log, s3_env(aws))
     log_versions = f"{root}/ops/ingest_log/_delta_log"   # listed first: cheaper than opening the table
-    _wait(lambda: _numbered(s3, log_versions, ".json") and ingest_log(), proc, log, "the first committed file")
+    wait_for(lambda: _numbered(s3, log_versions, ".json") and ingest_log(), proc, log, "the first committed file", timeout_s=WAIT_S, poll_s=0.5)
     _kill(proc)
     committed = ingest_log()
     assert 1 <= len(committed) < len(inputs), "the kill did not land between two commits"
@@ -203,8 +190,8 @@ def test_click_stream_on_s3_three_waves_a_sigkill_and_a_sigterm_leave_every_line
     proc = spawn([str(BIN / "crawlake-submit"), str(REPO / "jobs" / "stream_clicks.py"), "--landing", landing,
                    "--available-now", "--lake-root", root, *SETTINGS],
                   log, dict(env, CRAWLAKE_FAILPOINT="clicks_ingest.after_rows_commit"))
-    _wait(lambda: "failpoint" in log.read_text() and _numbered(s3, bronze_log, ".json") != before, proc, log,
-          "the first bronze commit of wave 2")
+    wait_for(lambda: "failpoint" in log.read_text() and _numbered(s3, bronze_log, ".json") != before, proc, log,
+             "the first bronze commit of wave 2", timeout_s=WAIT_S, poll_s=0.5)
     _kill(proc)
     offsets, committed = _numbered(s3, f"{checkpoint}/offsets"), _numbered(s3, f"{checkpoint}/commits")
     assert offsets and offsets[-1] not in committed, "the kill did not land inside a micro-batch"
@@ -215,11 +202,11 @@ def test_click_stream_on_s3_three_waves_a_sigkill_and_a_sigterm_leave_every_line
     # by txnVersion), then picks up wave 3 landing while it runs; SIGTERM stops it with exit 0
     log = tmp_path / "cli.log"
     proc = spawn([*cli, "--processing-time", "1s"], log, env)
-    _wait(lambda: f"batch {offsets[-1]} done: 2 files" in log.read_text(), proc, log, "the replayed micro-batch")
+    wait_for(lambda: f"batch {offsets[-1]} done: 2 files" in log.read_text(), proc, log, "the replayed micro-batch", timeout_s=WAIT_S, poll_s=0.5)
     _assert_exactly(root, made)
 
     made += _land(aws, landing, generate(local, rows=1500, files=2, bad_lines=9, seed=1, first_day=5))   # wave 3
-    _wait(lambda: _files_done(log, after=offsets[-1]) == 2, proc, log, "wave 3's files")
+    wait_for(lambda: _files_done(log, after=offsets[-1]) == 2, proc, log, "wave 3's files", timeout_s=WAIT_S, poll_s=0.5)
     proc.send_signal(signal.SIGTERM)
     _finish(proc, log)
     assert "stop requested" in log.read_text() and "micro-batch(es) committed" in log.read_text()
