@@ -29,7 +29,6 @@ from functools import partial
 
 import fsspec
 import pyarrow as pa
-from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from pipelines.kernels.clicks import day_of, get_format, normalize_source, parse_file
@@ -100,11 +99,10 @@ OUTPUTS = {"rows": BRONZE_CLICKS, "quarantine": BRONZE_CLICKS_QUARANTINE}
 
 def pending(lake: Lake, files: list[LogFile]) -> list[LogFile]:
     """The files not yet in ``ops.clicks_ingest_log`` with the same size and mtime."""
-    if not files or not lake.exists(OPS_CLICKS_INGEST_LOG):
-        return list(files)
-    committed = {r.source_file: (r.size_bytes, r.mtime) for r in lake.read(OPS_CLICKS_INGEST_LOG)
-                 .where(F.col("source_file").isin([f.path for f in files]))
-                 .select("source_file", "size_bytes", "mtime").collect()}
+    if not files:
+        return []
+    committed = {r["source_file"]: (r["size_bytes"], r["mtime"]) for r in lake.rows(
+        OPS_CLICKS_INGEST_LOG, ["source_file", "size_bytes", "mtime"], Rows("source_file", tuple(f.path for f in files)))}
     return [f for f in files if committed.get(f.path) != (f.size_bytes, f.mtime)]
 
 

@@ -31,9 +31,11 @@ import shutil
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.dataset as pds
 import pyarrow.parquet as pq
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -43,6 +45,7 @@ from pyspark.sql.types import StructField, StructType
 
 from pipelines.config import LakeConfig
 from pipelines.lake import commits
+from pipelines.lake import read as lake_read
 from pipelines.lake.commits import DataFile
 from pipelines.lake.objectstore import for_spark
 from pipelines.lake.files import TableFiles, Target, collect_audits, collect_staged
@@ -108,6 +111,15 @@ class Rows:
         parts.append(f"`{self.column}` IN ({', '.join(_literal(v) for v in self.values)})" if self.values else "false")
         return " AND ".join(parts)
 
+    def expression(self) -> "pds.Expression":
+        """As a pyarrow dataset expression (the same rows as :meth:`predicate`)."""
+        expr = pds.field(self.column).isin(list(self.values))
+        for column, values in (self.partitions or {}).items():
+            known = [v for v in values if v is not None]
+            part = pds.field(column).isin(known) if known else pds.scalar(False)
+            expr &= (part | pds.field(column).is_null()) if None in values else part
+        return expr
+
 
 def _literal(value) -> str:
     return sql_string(value) if isinstance(value, str) else str(value)
@@ -159,6 +171,23 @@ class Lake:
         if self.cfg.mode == "catalog":
             return self.spark.read.table(self.location(spec))
         return self.spark.read.format("delta").load(self.location(spec))
+
+    def rows(self, spec: TableSpec, columns: Sequence[str], where: Rows | None = None) -> list[dict]:
+        """The driver's lookups in small tables (ledgers): ``columns`` of the rows ``where``
+        selects (None: all), as dicts; none when the table does not exist.
+
+        On local disk read with pyarrow over the Delta log's files (:mod:`pipelines.lake.read`):
+        Spark's first read of a table replays its log in a job, seconds for a ledger of a few rows,
+        paid again by every micro-batch of a stream. Elsewhere (object stores, catalog mode) Spark
+        reads it, with the credentials the session has."""
+        if not self.exists(spec):
+            return []
+        if (local := self._local(spec)) is not None:
+            return lake_read.read(local, columns, None if where is None else where.expression()).to_pylist()
+        df = self.read(spec) if where is None else self.read(spec).where(where.predicate())
+        # PySpark gives timestamps as naive local times; pyarrow as UTC-aware: the same here
+        return [{k: v.astimezone(timezone.utc) if isinstance(v, datetime) else v for k, v in r.asDict().items()}
+                for r in df.select(*columns).collect()]
 
     def version(self, spec: TableSpec) -> int | None:
         """Latest Delta version, or None when the table does not exist."""

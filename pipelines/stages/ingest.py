@@ -261,9 +261,9 @@ def run(ctx: StageContext) -> StageResult:
     """Ingest ``ingest.input`` (paths, globs, folders, URLs, listings: resolved here)."""
     cfg = ctx.cfg.ingest
     files = select_files(resolve_inputs(cfg.input, cfg.paths_prefix), cfg.max_files, cfg.sample_fraction, cfg.sample_seed)
-    log = ctx.lake.read(OPS_INGEST_LOG).select("source_file", "size_bytes", "mtime", "committed_at").collect()
-    committed = {r.source_file: (r.size_bytes, r.mtime) for r in log}
-    committed_at = {r.source_file: r.committed_at for r in log}
+    log = ctx.lake.rows(OPS_INGEST_LOG, ["source_file", "size_bytes", "mtime", "committed_at"])
+    committed = {r["source_file"]: (r["size_bytes"], r["mtime"]) for r in log}
+    committed_at = {r["source_file"]: r["committed_at"] for r in log}
     prints = {f: _fingerprint(f) for f in files}
     todo = [f for f in files if committed.get(f) != prints[f]]
     console = Console(stderr=True)

@@ -57,6 +57,18 @@ def test_read_filters_and_projects(table, native, monkeypatch):
     assert rows(read.read(table, version=0)) == ROWS[:3]
 
 
+def test_a_publish_selection_reads_the_rows_it_replaces(table):
+    """``Rows`` as a pyarrow expression (``Lake.rows``' lookups) selects what its SQL predicate does."""
+    from pipelines.lake import Rows
+
+    assert rows(read.read(table, ["x"], Rows("s", ("a", "c", "e")).expression())) == [{"x": 1}, {"x": 3}, {"x": 5}]
+    assert rows(read.read(table, ["x"], Rows("s", ("a", "c", "e"), {"day": [1]}).expression())) == [{"x": 3}, {"x": 5}]
+    assert rows(read.read(table, ["x"], Rows("x", (1, 4), {"day": [None]}).expression())) == [{"x": 4}]
+    assert rows(read.read(table, ["x"], Rows("x", (1, 4), {"day": [0, None]}).expression())) == [{"x": 1}, {"x": 4}]
+    assert rows(read.read(table, ["x"], Rows("x", ()).expression())) == []
+    assert Rows("x", (1, 4), {"day": [0, None]}).predicate() == "(`day` IN (0) OR `day` IS NULL) AND `x` IN (1, 4)"
+
+
 def test_files_are_skipped_by_partition_and_bounds_but_not_by_missing_bounds(table):
     dt = read.open_table(table)
     data = read.dataset(dt)
