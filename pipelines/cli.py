@@ -55,6 +55,7 @@ def run(
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Config override key=value (repeatable)")] = None,
     env: Annotated[str, typer.Option(help="Config overlay: conf/<env>.yaml")] = "local",
     conf_dir: Annotated[Optional[str], typer.Option(help="Folder with base.yaml and overlays")] = None,
+    full: Annotated[Optional[list[str]], typer.Option("--full", help="Rebuild these stages in full instead of incrementally (names, comma-separated or several; bare --full: every stage)")] = None,
 ) -> None:
     """Run the pipeline's stages in order and print a per-stage summary."""
     overrides = list(set_ or [])
@@ -64,8 +65,9 @@ def run(
     if input:
         cfg = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"input": list(input)})})
     chosen = tuple(s.strip() for item in (stages or STAGES) for s in item.split(",") if s.strip())
+    rebuild = tuple(s.strip() for item in (full or ()) for s in item.split(",") if s.strip())
     try:
-        run_pipeline(cfg, chosen)
+        run_pipeline(cfg, chosen, full=rebuild)
     except (ValueError, FileNotFoundError, TrackingError) as exc:   # before Spark starts
         raise UsageProblem(str(exc)) from None
     except StageFailed as exc:
@@ -180,7 +182,7 @@ def lineage(
     env: Annotated[str, typer.Option(help="Config overlay: conf/<env>.yaml")] = "local",
     conf_dir: Annotated[Optional[str], typer.Option(help="Folder with base.yaml and overlays")] = None,
 ) -> None:
-    """Say which stage run wrote TABLE's version, from which input versions, back to the raw input."""
+    """Say which stage run wrote TABLE's version, from which input versions, back to the input files (ops.ingest_log)."""
     from pipelines.lineage import lineage as table_lineage
     from schemas.catalog import TABLES
 
@@ -360,6 +362,31 @@ def expand_multi_value(argv: list[str]) -> list[str]:
     return out
 
 
+def expand_full(argv: list[str]) -> list[str]:
+    """``run --full`` → ``run --full all``; ``run --full a b`` → ``run --full a --full b`` (click
+    takes one value per flag, and none for a bare flag). Other commands are left as they are."""
+    if not argv or argv[0] != "run":
+        return argv
+    out, taking, given = [], False, 0
+    for arg in argv:
+        if arg == "--full":
+            if taking and not given:
+                out += ["--full", "all"]
+            taking, given = True, 0
+            continue
+        if taking and not arg.startswith("-"):
+            out += ["--full", arg]
+            given += 1
+            continue
+        if taking and not given:
+            out += ["--full", "all"]
+        taking = False
+        out.append(arg)
+    if taking and not given:
+        out += ["--full", "all"]
+    return out
+
+
 def usage(argv: list[str]) -> str:
     """The usage line of the command ``argv`` names (``crawlake explain [OPTIONS] DOC_ID``): the
     deepest command whose name appears in order among ``argv``."""
@@ -391,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     without tables) prints one error line and the command's usage on stderr and returns 2; a
     bare group (``crawlake``, ``crawlake clicks``) prints its help and returns 2.
     """
-    argv = expand_multi_value(list(sys.argv[1:] if argv is None else argv))
+    argv = expand_full(expand_multi_value(list(sys.argv[1:] if argv is None else argv)))
     try:
         # Without standalone mode click returns typer.Exit's code instead of raising it.
         code = app(args=argv, prog_name="crawlake", standalone_mode=False)

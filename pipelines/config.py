@@ -403,10 +403,15 @@ class Config(_Strict):
     clicks: ClicksConfig = ClicksConfig()
     tracking: TrackingConfig = TrackingConfig()
 
-    def hash(self) -> str:
-        """Short, stable hash of the effective configuration, secrets left out (:func:`redact`),
-        recorded in ``ops.runs``."""
-        blob = json.dumps(self.redacted(), sort_keys=True)
+    def hash(self, *sections: str) -> str:
+        """Short, stable hash (16 hex digits) of the effective configuration, secrets left out
+        (:func:`redact`), recorded in ``ops.runs``; with ``sections`` (top-level names, e.g.
+        ``"filter"``) of those sections only: what an incremental stage compares to its last run's.
+        Raises KeyError for an unknown section."""
+        data = self.redacted()
+        if sections:
+            data = {name: data[name] for name in sections}
+        blob = json.dumps(data, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def redacted(self) -> dict:

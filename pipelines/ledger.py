@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import uuid
 from dataclasses import dataclass
@@ -16,6 +17,16 @@ from schemas.catalog import OPS_RUNS
 
 def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:8]
+
+
+def commit_lineage(run_id: str, stage: str, cfg, inputs: dict[str, int | None]):
+    """The :class:`~pipelines.lake.commits.Lineage` every commit of a stage run carries: the run
+    id and stage of its ``ops.runs`` row, the same config hash (``cfg.hash()``, secrets left out)
+    and its input tables' versions before it ran (``{table: version}``; None, a table that does
+    not exist yet, is left out, as in ``ops.runs.input_versions``)."""
+    from pipelines.lake.commits import Lineage
+
+    return Lineage(run_id, stage, cfg.hash(), {name: v for name, v in inputs.items() if v is not None})
 
 
 @lru_cache(maxsize=1)
@@ -48,5 +59,6 @@ def record(ctx: StageContext, run: StageRun) -> None:
     row = (ctx.run_id, run.stage, run.started_at, float(run.duration_s), run.status,
            r.rows_in if r else None, r.rows_out if r else None, r.rows_quarantined if r else None,
            r.input_versions if r else None, r.output_versions if r else None,
-           ctx.cfg.hash(), code_version(), run.error, r.writers if r else None)
+           ctx.cfg.hash(), code_version(), run.error, r.writers if r else None,
+           json.dumps(r.notes, sort_keys=True, default=str) if r else None)
     ctx.lake.append_rows(OPS_RUNS, [row])

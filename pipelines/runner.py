@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -54,24 +54,30 @@ def ingest_inputs(cfg: Config) -> list[str]:
     return [str(write_sample_warc(path))]
 
 
-def run_pipeline(cfg: Config, stages: Sequence[str] = STAGES, console: Console | None = None) -> list[ledger.StageRun]:
+def run_pipeline(cfg: Config, stages: Sequence[str] = STAGES, console: Console | None = None, *,
+                 full: Collection[str] = ()) -> list[ledger.StageRun]:
     """Run the pipeline's ``stages`` (names, run in pipeline order) and return one
-    :class:`~pipelines.ledger.StageRun` each.
+    :class:`~pipelines.ledger.StageRun` each. ``full``: stage names (or ``"all"``) an incremental
+    stage rebuilds in full (``crawlake run --full``).
 
     Raises :class:`StageFailed` after recording the failed stage in ``ops.runs``; later stages
-    do not run. Raises ValueError for an unknown stage name and FileNotFoundError for missing
+    do not run. Raises ValueError for an unknown stage name (in ``stages`` or ``full``) and FileNotFoundError for missing
     ingest input, both before Spark starts.
     """
     chosen = pipeline_stages(stages)
+    unknown = sorted(set(full) - {*STAGES, "all"})
+    if unknown:
+        raise ValueError(f"--full: unknown stage(s) {', '.join(unknown)}; stages are {', '.join(STAGES)}")
     if any(s.name == "ingest" for s in chosen):
         from pipelines.stages.ingest import resolve_inputs
 
         inputs = resolve_inputs(ingest_inputs(cfg), cfg.ingest.paths_prefix)
         cfg = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"input": inputs})})
-    return run_stages(cfg, chosen, console)
+    return run_stages(cfg, chosen, console, full=full)
 
 
-def run_stages(cfg: Config, stages: Sequence[Stage], console: Console | None = None) -> list[ledger.StageRun]:
+def run_stages(cfg: Config, stages: Sequence[Stage], console: Console | None = None, *,
+               full: Collection[str] = ()) -> list[ledger.StageRun]:
     """Run ``stages`` in the order given on one context, each recorded in ``ops.runs`` with the
     Delta versions of its inputs (before it ran) and outputs (after) and the engine that
     committed each output; print the summary. Raises :class:`StageFailed` after recording a
@@ -82,6 +88,7 @@ def run_stages(cfg: Config, stages: Sequence[Stage], console: Console | None = N
     console = console or Console()
     trackers = tracking.for_config(cfg, console)   # before Spark starts: MLflow missing is an error now
     ctx = _context(cfg)
+    ctx.full = frozenset(full)
     runs: list[ledger.StageRun] = []
     trackers.run_started(ctx, stages)
     error: BaseException | None = None
@@ -92,6 +99,7 @@ def run_stages(cfg: Config, stages: Sequence[Stage], console: Console | None = N
             ctx.lake.written.clear()
             ctx.stage = stage.name
             inputs = {spec.qualified_name: ctx.lake.version(spec) for spec in stage.inputs}
+            ctx.lake.lineage = ledger.commit_lineage(ctx.run_id, stage.name, cfg, inputs)   # on every commit
             trackers.stage_started(ctx, stage)
             try:
                 result: StageResult = stage.run(ctx)
@@ -129,9 +137,11 @@ def _context(cfg: Config) -> StageContext:
 
     spark = get_spark(cfg.spark, cfg.lake)
     lake = Lake(spark, cfg.lake)
+    run_id = ledger.new_run_id()
+    lake.lineage = ledger.commit_lineage(run_id, "upgrade", cfg, {})   # the ALTER TABLE commits' commit info
     for spec in ALL_TABLES:
         lake.add_missing_columns(spec)
-    return StageContext(spark=spark, cfg=cfg, lake=lake, run_id=ledger.new_run_id())
+    return StageContext(spark=spark, cfg=cfg, lake=lake, run_id=run_id)
 
 
 def print_summary(run_id: str, runs: list[ledger.StageRun], console: Console) -> None:

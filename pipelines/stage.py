@@ -44,6 +44,12 @@ class StageContext:
     run_id: str
     #: the running stage's name (what ``ops.quality`` and ``ops.runs`` record)
     stage: str = ""
+    #: stages to rebuild in full whatever their last run left (``crawlake run --full``); ``"all"``: every one
+    full: frozenset[str] = frozenset()
+
+    def forced_full(self, stage: str) -> bool:
+        """Whether ``crawlake run --full`` asked for ``stage`` (by name, or all stages)."""
+        return stage in self.full or "all" in self.full
 
     def staging(self, outputs, options=None):
         """:meth:`Lake.staging <pipelines.lake.Lake.staging>` for this stage's ``outputs``

@@ -453,6 +453,7 @@ OPS_RUNS = TableSpec(
         ("code_version", _STR, False),
         ("error", _STR, True),
         ("writers", pa.map_(_STR, _STR), True),   # table -> engine that committed it (deltalake | spark)
+        ("notes", _STR, True),            # the stage's notes as JSON (incremental stages: mode, config hash)
     ),
     keys=("run_id", "stage"),
     description="The run ledger: one row per stage run.",

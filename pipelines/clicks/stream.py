@@ -75,6 +75,7 @@ class _BatchWriter:
         files.sort(key=lambda f: f.path)
         _say(f"batch {batch_id} started: {len(files)} files")
         ctx = StageContext(self.spark, self.cfg, self.lake, ledger.new_run_id())
+        self.lake.lineage = ledger.commit_lineage(ctx.run_id, STAGE, self.cfg, {})   # the batch's commits say so
         started, t0 = datetime.now(timezone.utc), time.perf_counter()
         try:
             result = ingest_files(ctx, files, stage=STAGE, txn=(self.query_id, batch_id),

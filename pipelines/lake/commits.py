@@ -23,7 +23,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 
 import pyarrow as pa
@@ -54,6 +54,58 @@ class DataFile:
     @classmethod
     def from_json(cls, text: str) -> "DataFile":
         return cls(**json.loads(text))
+
+
+#: The commit info field that carries a commit's :class:`Lineage` as JSON: Spark's
+#: ``userMetadata`` (the DataFrameWriter option, or the session conf
+#: ``spark.databricks.delta.commitInfo.userMetadata`` for MERGE/DELETE/ALTER), which deltalake
+#: writes too when its commit properties' custom metadata has that key.
+LINEAGE_FIELD = "userMetadata"
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """What every commit crawlake makes says about where it came from, in its Delta commit info
+    (:data:`LINEAGE_FIELD`), the same JSON from either engine::
+
+        {"config_hash": "3f2a…", "inputs": {"bronze.documents": 4}, "run_id": "20240501T…-1a2b3c4d",
+         "stage": "dedup"}
+
+    ``run_id`` and ``stage`` are those of the stage run's ``ops.runs`` row, ``config_hash`` its
+    ``Config.hash()`` (16 hex digits of the configuration with secrets left out: no secret value
+    reaches a commit), ``inputs`` ``{table: Delta version}`` of the stage's input tables before it
+    ran (what ``ops.runs.input_versions`` records; tables that did not exist yet are left out).
+    Built by :func:`pipelines.ledger.commit_lineage`; :class:`pipelines.lake.Lake` puts it on its
+    commits; :func:`pipelines.lake.read.commit_lineage` reads it back."""
+    run_id: str
+    stage: str
+    config_hash: str
+    inputs: Mapping[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """The JSON text the commit info carries (keys sorted, inputs sorted by table)."""
+        return json.dumps({"run_id": self.run_id, "stage": self.stage, "config_hash": self.config_hash,
+                           "inputs": {k: int(v) for k, v in sorted(self.inputs.items())}},
+                          sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_commit_info(cls, info: Mapping | None) -> "Lineage | None":
+        """The lineage a Delta commit info (a dict, as in ``DeltaTable.history()`` or the log's
+        ``commitInfo`` action) carries; None when it has none (a commit made by an older crawlake
+        or another tool, or ``userMetadata`` that is not this JSON)."""
+        text = (info or {}).get(LINEAGE_FIELD)
+        if not isinstance(text, str):
+            return None
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("run_id", "stage", "config_hash")):
+            return None
+        inputs = data.get("inputs") or {}
+        if not isinstance(inputs, dict):
+            return None
+        return cls(data["run_id"], data["stage"], data["config_hash"], {str(k): int(v) for k, v in inputs.items()})
 
 
 #: Files a task writes for one source file: ``part-<source key>-<uuid4 hex>.c000.snappy.parquet``.
@@ -220,7 +272,8 @@ def writable(table_uri: str) -> bool:
 
 def commit(table_uri: str, schema_json: str, partition_by: Sequence[str], adds: Sequence[DataFile],
            removes: Sequence[Mapping] = (), *, txn: tuple[str, int] | None = None,
-           configuration: Mapping[str, str] | None = None, operation: str = "WRITE") -> bool:
+           configuration: Mapping[str, str] | None = None, operation: str = "WRITE",
+           lineage: Lineage | None = None) -> bool:
     """Commit ``adds`` (files already under the table's folder) and ``removes`` (rows of
     :func:`files_in`, as dicts: the files to retire) as one Delta transaction; create the table
     with this first commit if it does not exist, with ``schema_json`` (a Delta schema as JSON),
@@ -231,6 +284,9 @@ def commit(table_uri: str, schema_json: str, partition_by: Sequence[str], adds: 
     that version (a replayed micro-batch: :func:`already_committed`) or when there is nothing to
     add or remove in an existing table. Raises deltalake's errors (e.g. CommitFailedError on a
     conflicting concurrent commit).
+
+    The commit info carries ``crawlake.operation`` (``operation``) and, with ``lineage``, its JSON
+    in :data:`LINEAGE_FIELD` (as Spark's commits do).
     """
     from deltalake import DeltaTable, Schema
     from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction, create_table_with_add_actions
@@ -242,7 +298,8 @@ def commit(table_uri: str, schema_json: str, partition_by: Sequence[str], adds: 
     now_ms = int(time.time() * 1000)
     add_actions = [AddAction(f.path, f.size_bytes, f.partition_values, now_ms, True, f.stats) for f in adds]
     props = CommitProperties(app_transactions=[Transaction(txn[0], int(txn[1]))] if txn else None,
-                             custom_metadata={"crawlake.operation": operation})
+                             custom_metadata={"crawlake.operation": operation,
+                                              **({LINEAGE_FIELD: lineage.to_json()} if lineage else {})})
     if not exists:
         create_table_with_add_actions(root, Schema.from_json(schema_json), add_actions, mode="error",
                                       partition_by=list(partition_by), configuration=dict(configuration or {}),

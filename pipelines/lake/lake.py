@@ -22,14 +22,22 @@ each other's logs, checkpoints included, and both write checkpoints: every table
 ``delta.checkpointInterval`` 10 at creation (Spark's default; delta-rs's is 100), so a table one
 engine owns is checkpointed as often as one the other owns (Spark at versions that are multiples
 of 10, delta-rs after every tenth commit).
+
+**Lineage.** Every commit a :class:`Lake` makes carries :attr:`Lake.lineage` (run id, stage,
+config hash, input versions: :class:`~pipelines.lake.commits.Lineage`) as JSON in its commit
+info's ``userMetadata``: deltalake through its commit properties, Spark's DataFrame writes through
+the ``userMetadata`` writer option, its MERGE and ALTER TABLE commands through the session conf
+:data:`USER_METADATA_CONF`, set only while such a command runs.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import threading
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,7 +54,7 @@ from pyspark.sql.types import StructField, StructType
 from pipelines.config import LakeConfig
 from pipelines.lake import commits
 from pipelines.lake import read as lake_read
-from pipelines.lake.commits import DataFile
+from pipelines.lake.commits import DataFile, Lineage
 from pipelines.lake.objectstore import for_spark
 from pipelines.lake.files import TableFiles, Target, collect_audits, collect_staged
 from schemas.catalog import TableSpec
@@ -54,6 +62,9 @@ from schemas.catalog import TableSpec
 #: Table properties every table gets at creation, before its own: both engines checkpoint every
 #: ten commits (Spark's default interval is 10, delta-rs's 100).
 DEFAULT_PROPERTIES = (("delta.checkpointInterval", "10"),)
+#: Delta's session conf whose value Spark's commands (MERGE, DELETE, ALTER TABLE, OPTIMIZE) write
+#: as their commit info's ``userMetadata``.
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 def sql_string(value: str) -> str:
@@ -129,6 +140,23 @@ def _literal(value) -> str:
 ALL = "all"
 
 
+@dataclass(frozen=True)
+class Keys:
+    """Which rows a publish replaces, by key: those whose ``column`` holds a value that the staged
+    rows' ``column`` holds (the staged rows take their place), or one of ``also`` (removed with
+    nothing in their place: keys that left the input). One commit adds the new keys, replaces the
+    rows of keys staged again and drops ``also``'s — an incremental stage's publish.
+    :meth:`Staging.publish` reads the staged files' ``column`` on the driver and publishes as
+    :class:`Rows` of both sets, so ``column`` must be a data column (not a partition column) and
+    the key set must fit the driver (Spark's Delta writer gets it as an ``IN`` list)."""
+    column: str
+    also: tuple = ()
+
+    def rows(self, staged: Iterable) -> Rows:
+        """The :class:`Rows` of ``staged`` keys and :attr:`also`, sorted, each once."""
+        return Rows(self.column, tuple(sorted({*staged, *self.also})))
+
+
 class Lake:
     def __init__(self, spark: SparkSession, cfg: LakeConfig):
         self.spark = spark
@@ -138,7 +166,38 @@ class Lake:
         #: ``{qualified table name: engine}`` of every write made through this lake (the runner
         #: records it per stage and clears it).
         self.written: dict[str, str] = {}
+        #: What every commit of this lake carries in its commit info (None: nothing); the runner
+        #: sets it before each stage (:func:`pipelines.ledger.commit_lineage`).
+        self.lineage: Lineage | None = None
         self._schema_ready = False
+        self._metadata_lock = threading.Lock()
+        self._metadata_users = 0
+        self._metadata_saved: str | None = None
+
+    @contextmanager
+    def _user_metadata(self) -> Iterator[None]:
+        """Spark's SQL commands run inside this block write :attr:`lineage` (when set) as their
+        commit info's ``userMetadata`` (:data:`USER_METADATA_CONF`). The conf is the session's, so
+        concurrent blocks (:func:`pipelines.stage.run_together`) share it: the first sets it, the
+        last restores what the session had before (unset when nothing)."""
+        if self.lineage is None:
+            yield
+            return
+        with self._metadata_lock:
+            if self._metadata_users == 0:
+                self._metadata_saved = self.spark.conf.get(USER_METADATA_CONF, None)
+                self.spark.conf.set(USER_METADATA_CONF, self.lineage.to_json())
+            self._metadata_users += 1
+        try:
+            yield
+        finally:
+            with self._metadata_lock:
+                self._metadata_users -= 1
+                if self._metadata_users == 0:
+                    if self._metadata_saved is None:
+                        self.spark.conf.unset(USER_METADATA_CONF)
+                    else:
+                        self.spark.conf.set(USER_METADATA_CONF, self._metadata_saved)
 
     # -- naming ---------------------------------------------------------------------------------
     def location(self, spec: TableSpec) -> str:
@@ -240,7 +299,8 @@ class Lake:
                                                          self.stats_columns(spec))
             try:
                 done = commits.commit(root, delta_schema_json(spec), spec.partition_by, [*files, *rewritten], removes,
-                                      txn=txn, configuration=properties(spec), operation=operation)
+                                      txn=txn, configuration=properties(spec), operation=operation,
+                                      lineage=self.lineage)
             except BaseException:
                 commits.remove_files(root, rewritten)
                 raise
@@ -301,7 +361,7 @@ class Lake:
                                                      where=dict(where or {}))
             if removes:
                 commits.commit(root, delta_schema_json(spec), spec.partition_by, rewritten, removes,
-                               configuration=properties(spec), operation="DELETE")
+                               configuration=properties(spec), operation="DELETE", lineage=self.lineage)
             return
         keys = self.spark.createDataFrame([(v,) for v in values], f"`{column}` string")
         extra = " AND ".join(f"t.`{c}` = {sql_string(v)}" for c, v in (where or {}).items()) or None
@@ -342,11 +402,14 @@ class Lake:
             writer = writer.option("overwriteSchema", "true")
         if txn is not None:
             writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
-        if self.cfg.mode == "catalog":
-            self._ensure_schema()
-            writer.saveAsTable(self.location(spec))
-        else:
-            writer.save(self.location(spec))
+        if self.lineage is not None:
+            writer = writer.option("userMetadata", self.lineage.to_json())
+        with self._user_metadata():   # the option is the writer's; the conf covers a catalog CTAS too
+            if self.cfg.mode == "catalog":
+                self._ensure_schema()
+                writer.saveAsTable(self.location(spec))
+            else:
+                writer.save(self.location(spec))
         return True
 
     def _ensure_schema(self) -> None:
@@ -375,8 +438,9 @@ class Lake:
             self.overwrite(spec, df)
             return
         self._record(spec, "spark")
-        (self._delta(spec).alias("t").merge(df.alias("s"), _match(spec.keys))
-         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+        with self._user_metadata():
+            (self._delta(spec).alias("t").merge(df.alias("s"), _match(spec.keys))
+             .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
 
     def insert_new(self, spec: TableSpec, df: DataFrame) -> None:
         """Insert the rows of ``df`` whose keys the table lacks (an insert-only MERGE: a retried
@@ -386,7 +450,8 @@ class Lake:
             self.overwrite(spec, df)
             return
         self._record(spec, "spark")
-        self._delta(spec).alias("t").merge(df.alias("s"), _match(spec.keys)).whenNotMatchedInsertAll().execute()
+        with self._user_metadata():
+            self._delta(spec).alias("t").merge(df.alias("s"), _match(spec.keys)).whenNotMatchedInsertAll().execute()
 
     def delete_matching(self, spec: TableSpec, keys: DataFrame, on: tuple[str, ...], where: str | None = None) -> None:
         """Delete the rows whose ``on`` columns match a row of ``keys`` (and, if given, the SQL
@@ -396,7 +461,8 @@ class Lake:
             return
         self._record(spec, "spark")
         cond = _match(on) + (f" AND ({where})" if where else "")
-        self._delta(spec).alias("t").merge(keys.select(*on).distinct().alias("s"), cond).whenMatchedDelete().execute()
+        with self._user_metadata():
+            self._delta(spec).alias("t").merge(keys.select(*on).distinct().alias("s"), cond).whenMatchedDelete().execute()
 
     # -- schema upgrades ----------------------------------------------------------------------------
     def add_missing_columns(self, spec: TableSpec) -> list[str]:
@@ -423,7 +489,8 @@ class Lake:
         target = f"delta.`{self.location(spec)}`" if self.cfg.mode == "path" else self.location(spec)
         columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()} " + (
             f"AFTER `{spec.schema.fields[i - 1].name}`" if i else "FIRST") for i, f in missing)
-        self.spark.sql(f"ALTER TABLE {target} ADD COLUMNS ({columns})")
+        with self._user_metadata():
+            self.spark.sql(f"ALTER TABLE {target} ADD COLUMNS ({columns})")
         return [f.name for _, f in missing]
 
 
@@ -505,8 +572,8 @@ class Staging:
     def publish(self, kind: str, *, replace=None, txn: tuple[str, int] | None = None, operation: str,
                 checks: Sequence = ()) -> bool:
         """Commit ``kind``'s staged files (those added since its last publish) to its table as one
-        transaction: appended (``replace`` None), replacing every row (:data:`ALL`) or the rows a
-        :class:`Rows` selects. With ``txn`` the commit is skipped when that app already committed
+        transaction: appended (``replace`` None), replacing every row (:data:`ALL`), the rows a
+        :class:`Rows` selects, or those of the staged keys and more (:class:`Keys`). With ``txn`` the commit is skipped when that app already committed
         that version. Returns whether a commit was made (deltalake makes none for nothing to add
         or remove, or a replayed ``txn``; its files are then removed at the end of the block).
 
@@ -522,6 +589,8 @@ class Staging:
             self.audits[kind] = []
         self.lake._record(spec, engine)
         files = self.files[kind]
+        if isinstance(replace, Keys):
+            replace = replace.rows(self.read_arrow(kind, [replace.column]).column(replace.column).to_pylist())
         done = self.lake._publish_files(spec, engine, self.targets[kind].folder, files, replace, txn, operation)
         if done or engine == "spark":
             self.files[kind] = []

@@ -32,6 +32,8 @@ Functions:
 * :func:`lake_root`, :func:`table_uri` — a catalog table's location under a config's lake (path
   mode; a catalog-mode lake is a ValueError saying why);
 * :func:`exists`, :func:`open_table` — a table at a version (``deltalake.DeltaTable``);
+* :func:`commit_info`, :func:`commit_lineage` — what a version's commit says about itself (the
+  run, stage, config hash and input versions crawlake records there);
 * :func:`data_files` — a version's data files: filesystem, paths, partition values, sizes;
 * :func:`dataset` — a version as a ``pyarrow.dataset.Dataset`` over those files;
 * :func:`read` / :func:`read_spec` — columns with a filter (pushed down to partition values and
@@ -42,6 +44,7 @@ Functions:
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,6 +57,7 @@ import pyarrow.dataset as pds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from pipelines.lake.commits import Lineage
 from pipelines.lake.objectstore import for_arrow
 
 if TYPE_CHECKING:
@@ -152,6 +156,49 @@ def native_filesystem(uri: str, storage_options: dict | None = None) -> tuple[pa
         return pafs.FileSystem.from_uri(for_arrow(uri))   # s3a:// (Spark's spelling) is pyarrow's s3://
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, OSError):
         return None
+
+
+def commit_info(uri: str, version: int, storage_options: dict | None = None) -> dict | None:
+    """The ``commitInfo`` action of ``version`` of the Delta table at ``uri``, as a dict of the
+    log's JSON (``operation``, ``timestamp`` in ms, ``userMetadata``, …), or None when the log no
+    longer holds that commit (its JSON file removed by log cleanup after a checkpoint) or the
+    commit has none.
+
+    Reads the one file ``_delta_log/<version, 20 digits>.json`` (``deltalake``'s ``history()`` of a
+    table opened at an old version lists the newest commits instead); where only ``deltalake``
+    can reach the table (``storage_options`` with credentials), its history of the latest
+    version, down to ``version``. Raises ValueError for a negative version and the filesystem's
+    OSError when the log cannot be read for another reason than a missing file.
+    """
+    if version < 0:
+        raise ValueError(f"no Delta version {version}")
+    name = f"{str(uri).rstrip('/')}/_delta_log/{int(version):020d}.json"
+    native = native_filesystem(name, storage_options)
+    if native is None:
+        table = open_table(uri, None, storage_options)
+        if version > table.version():
+            return None
+        entries = table.history(table.version() - version + 1)
+        return next(({k: v for k, v in e.items() if k != "version"} for e in entries if e.get("version") == version), None)
+    fs, path = native
+    try:
+        with fs.open_input_stream(path) as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    for line in raw.splitlines():
+        if b'"commitInfo"' in line:
+            action = json.loads(line)
+            if isinstance(action.get("commitInfo"), dict):
+                return action["commitInfo"]
+    return None
+
+
+def commit_lineage(uri: str, version: int, storage_options: dict | None = None) -> Lineage | None:
+    """The :class:`~pipelines.lake.commits.Lineage` (run id, stage, config hash, input versions)
+    that ``version``'s commit of the table at ``uri`` carries; None when it carries none or the
+    log no longer holds it (see :func:`commit_info`)."""
+    return Lineage.from_commit_info(commit_info(uri, version, storage_options))
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,13 @@ This is the block-then-buffer shuffle of MosaicML Streaming (``shuffle_algo='py1
 epoch, world_size, rank, batch_size, shuffle_buffer, num_workers); one epoch over all ranks is
 every row exactly once whatever these are.
 
-**Resumption** is exact: :meth:`DeltaRowDataset.state_dict` records how many units this rank's
-consumer has taken; :meth:`~DeltaRowDataset.load_state_dict` makes the next iteration continue
-after them (workers skip whole windows without reading them). Iterated in-process (no workers)
-the dataset counts by itself; with DataLoader workers it cannot see what the main process has
+**Resumption** is exact: :meth:`DeltaRowDataset.state_dict` records the table version (and the
+lake's config hash from that version's commit info) and how many units this rank's consumer has
+taken; :meth:`~DeltaRowDataset.load_state_dict` makes the next iteration continue after them
+(workers skip whole windows without reading them). A state loaded into a dataset that reads
+another version of the table is a ValueError naming both versions, unless the caller asks to
+re-pin (``repin=True``: the dataset then reads the state's version, and the resume is exact).
+Iterated in-process (no workers) the dataset counts by itself; with DataLoader workers it cannot see what the main process has
 taken (workers prefetch), so iterate through :class:`DeltaLoader`, which counts. A rank's own
 state resumes with the same ``num_workers`` (a ValueError says so otherwise). ``set_epoch`` and
 ``load_state_dict`` reach workers through a small shared-memory tensor, so persistent workers see
@@ -276,8 +279,8 @@ class DeltaRowDataset(IterableDataset):
         self.shuffle, self.seed, self.shuffle_buffer, self.batch_size = shuffle, seed, shuffle_buffer, batch_size
         self.num_threads = num_threads
         self.cache_dir = os.fspath(cache_dir) if cache_dir is not None else None
-        self._version_given = version is not None
         self.snapshot = load_snapshot(self.table_uri, version, storage_options)
+        self._config_hash: tuple[int, str | None] | None = None   # (version, its commit's config hash)
         names = self.snapshot.schema.names
         self.columns = tuple(dict.fromkeys(columns)) if columns is not None else tuple(names)
         unknown = [c for c in self.columns if c not in names]
@@ -299,6 +302,19 @@ class DeltaRowDataset(IterableDataset):
     def version(self) -> int:
         """The pinned Delta table version."""
         return self.snapshot.version
+
+    @property
+    def config_hash(self) -> str | None:
+        """The config hash (16 hex digits, ``Config.hash()``) that the pinned version's commit info
+        records (:func:`pipelines.lake.read.commit_lineage`): the crawlake configuration that
+        wrote this version. None when the commit records none (a table written by another tool or
+        an older crawlake, or a commit the log no longer holds). Read once per pinned version."""
+        if self._config_hash is None or self._config_hash[0] != self.version:
+            from pipelines.lake.read import commit_lineage
+
+            lineage = commit_lineage(self.table_uri, self.version, self.storage_options)
+            self._config_hash = (self.version, lineage.config_hash if lineage is not None else None)
+        return self._config_hash[1]
 
     @property
     def epoch(self) -> int:
@@ -339,7 +355,11 @@ class DeltaRowDataset(IterableDataset):
         self._control[_PHASES] = len(self._history)
 
     def state_dict(self) -> dict:
-        """Where this rank's consumer is in the epoch (plain ints and strings: JSON-safe).
+        """Where this rank's consumer is in the epoch (plain ints and strings: JSON-safe):
+        ``table_uri``, ``version`` (the pinned Delta version), ``config_hash`` (:attr:`config_hash`,
+        str or None), ``epoch``, ``seed``, ``shuffle``, ``shuffle_buffer``, ``batch_size``,
+        ``rank``, ``world_size``, ``num_workers`` (None before an iteration), ``consumed`` (units
+        taken: batches, or rows without ``batch_size``) and ``history`` (earlier elastic parts).
 
         Raises RuntimeError if DataLoader workers iterated the dataset outside a
         :class:`DeltaLoader`: only the main process knows what it took.
@@ -347,12 +367,13 @@ class DeltaRowDataset(IterableDataset):
         if bool(self._control[_RAN_IN_WORKER]) and not self._counted:
             raise RuntimeError("this dataset was iterated by DataLoader workers, whose prefetching hides how many "
                                "batches were taken: iterate through pipelines.loaders.DeltaLoader to resume exactly")
-        return {"table_uri": self.table_uri, "version": self.version, "epoch": self.epoch, "seed": self.seed,
+        return {"table_uri": self.table_uri, "version": self.version, "config_hash": self.config_hash,
+                "epoch": self.epoch, "seed": self.seed,
                 "shuffle": self.shuffle, "shuffle_buffer": self.shuffle_buffer, "batch_size": self.batch_size,
                 "rank": self.rank, "world_size": self.world_size, "num_workers": self._workers,
                 "consumed": self._consumed, "history": [dict(phase) for phase in self._history]}
 
-    def load_state_dict(self, state: dict | Sequence[dict]) -> None:
+    def load_state_dict(self, state: dict | Sequence[dict], *, repin: bool = False) -> None:
         """Continue from ``state`` on the next iteration (and on every one until ``set_epoch``).
 
         ``state`` is either
@@ -369,19 +390,28 @@ class DeltaRowDataset(IterableDataset):
           in an order fixed by the states and the new layout. Its ``state_dict()`` carries the
           earlier parts (``history``), so it can be resumed again, elastically or not.
 
-        A dataset built without ``version`` adopts the state's version. Raises ValueError when the
-        state belongs to another table, version, seed or shuffle setting, or (own state) another
-        rank layout, batch size or buffer; or when the list is not one state per rank of one
-        moment.
+        **Versions.** The state is for one table version, and this dataset reads one (the
+        latest when it was built without ``version``). When they differ — typically the table
+        got a newer version since the checkpoint — the rows and their order differ, so resuming
+        would silently skip or repeat samples: ValueError naming both versions. With
+        ``repin=True`` the dataset is re-pinned to the state's version (its snapshot is read
+        again) and the resume is exact; to train on the newer version instead, start its epoch
+        without this state. A state that records a config hash must also match the one this
+        version's commit records (:attr:`config_hash`; None on either side is not checked): a
+        mismatch means the table was re-created under the same path, a ValueError naming both.
+
+        Raises ValueError when the state belongs to another table, version (without
+        ``repin``), config hash, seed or shuffle setting, or (own state) another rank layout,
+        batch size or buffer; or when the list is not one state per rank of one moment.
         """
         if not isinstance(state, dict):
-            return self._load_elastic(list(state))
-        self._adopt_version(state)
+            return self._load_elastic(list(state), repin)
         for key in ("table_uri", "seed", "shuffle", "shuffle_buffer", "batch_size", "rank", "world_size"):
             if state[key] != getattr(self, key):
                 hint = (" (to resume on another number of ranks, pass every rank's state_dict as a list)"
                         if key in ("rank", "world_size") else "")
                 raise ValueError(f"state has {key}={state[key]!r}, this dataset {key}={getattr(self, key)!r}{hint}")
+        self._adopt_version(state, repin)
         self._set_history(state.get("history", []))
         if not 0 <= state["consumed"] <= len(self):
             raise ValueError(f"state consumed {state['consumed']} of {len(self)} units")
@@ -390,14 +420,34 @@ class DeltaRowDataset(IterableDataset):
         self._control[_RESUME_WORKERS] = state["num_workers"] or 0
         self._consumed, self._workers = state["consumed"], state["num_workers"]
 
-    def _adopt_version(self, state: dict) -> None:
-        if state["version"] != self.version:
-            if self._version_given:
-                raise ValueError(f"state is for version {state['version']}, this dataset reads version {self.version}")
-            self.snapshot = load_snapshot(self.table_uri, state["version"], self.storage_options)
+    def _adopt_version(self, state: dict, repin: bool) -> None:
+        """Check ``state``'s version (re-pinning to it with ``repin``) and config hash; see
+        :meth:`load_state_dict`."""
+        target = state["version"]
+        if target != self.version and not repin:
+            raise ValueError(
+                f"the state is for version {target} of {self.table_uri}, this dataset reads version "
+                f"{self.version}: resuming across versions would skip or repeat rows. Pass repin=True to re-pin "
+                f"the dataset to version {target} and resume exactly, or start version {self.version} "
+                "without the state")
+        if target == self.version:
+            ours = self.config_hash
+        else:
+            from pipelines.lake.read import commit_lineage
+
+            lineage = commit_lineage(self.table_uri, target, self.storage_options)
+            ours = lineage.config_hash if lineage is not None else None
+        saved = state.get("config_hash")
+        if saved is not None and ours is not None and saved != ours:
+            raise ValueError(f"the state was saved under config hash {saved} at version {target} of "
+                             f"{self.table_uri}, but that version's commit records config hash {ours}: the table "
+                             "was re-created since; start a new epoch without the state")
+        if target != self.version:   # re-pin, as asked
+            self.snapshot = load_snapshot(self.table_uri, target, self.storage_options)
+            self._config_hash = (target, ours)
             self._positions_cache = None
 
-    def _load_elastic(self, states: list[dict]) -> None:
+    def _load_elastic(self, states: list[dict], repin: bool) -> None:
         if not states:
             raise ValueError("no states given: pass every rank's state_dict")
         states = sorted(states, key=lambda st: st["rank"])
@@ -405,14 +455,15 @@ class DeltaRowDataset(IterableDataset):
         if [st["rank"] for st in states] != list(range(world)) or any(st["world_size"] != world for st in states):
             raise ValueError(f"an elastic resume needs one state per rank of one world: got ranks "
                              f"{[st['rank'] for st in states]} of world sizes {sorted({st['world_size'] for st in states})}")
-        for key in ("table_uri", "version", "epoch", "seed", "shuffle", "batch_size", "shuffle_buffer", "history"):
+        for key in ("table_uri", "version", "config_hash", "epoch", "seed", "shuffle", "batch_size", "shuffle_buffer",
+                    "history"):
             if any(st.get(key) != states[0].get(key) for st in states):
                 raise ValueError(f"the ranks' states differ in {key}: not one moment of one run")
         first = states[0]
-        self._adopt_version(first)
         for key in ("table_uri", "seed", "shuffle"):
             if first[key] != getattr(self, key):
                 raise ValueError(f"state has {key}={first[key]!r}, this dataset {key}={getattr(self, key)!r}")
+        self._adopt_version(first, repin)
         phase = {"world_size": world, "batch_size": first["batch_size"], "shuffle_buffer": first["shuffle_buffer"],
                  "num_workers": [st["num_workers"] or 0 for st in states], "consumed": [st["consumed"] for st in states]}
         for st in states:

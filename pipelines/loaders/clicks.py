@@ -54,13 +54,13 @@ class ClickFeaturesDataset(DeltaRowDataset):
     def state_dict(self) -> dict:
         return {**super().state_dict(), "days": None if self.days is None else sorted(self.days)}
 
-    def load_state_dict(self, state: dict) -> None:
-        """As the base class's; also refuses a state saved with other ``days``."""
+    def load_state_dict(self, state: dict, *, repin: bool = False) -> None:
+        """As the base class's (``repin`` too); also refuses a state saved with other ``days``."""
         days = state.get("days")
         if (None if days is None else frozenset(days)) != self.days:
             raise ValueError(f"state has days={days!r}, this dataset days={None if self.days is None else sorted(self.days)!r}")
         version = self.version
-        super().load_state_dict(state)
+        super().load_state_dict(state, repin=repin)
         if self.version != version and self.days is not None:   # the base class re-read the snapshot
             self.snapshot = _only_days(self.snapshot, self.days)
 

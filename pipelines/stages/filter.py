@@ -6,12 +6,49 @@ From that one pass come both tables: the decisions, one row per document and rul
 ``silver.filter_decisions``; the documents whose decisions all passed in ``silver.documents_clean``.
 
 Each task stages its share of both tables as Parquet files and returns its counts; the lake
-replaces each table with them in one commit (:mod:`pipelines.lake`), so the kernel runs once and
+publishes each table's files in one commit (:mod:`pipelines.lake`), so the kernel runs once and
 nothing is cached.
 
-The run's notes give the preset and its steps, the funnel (documents and whitespace words left
-after each step, in order), documents and kept documents per language, how many documents failed
-each rule, and the PII replacements.
+**Incremental.** The state lives in the outputs: a document is decided when
+``silver.filter_decisions`` holds rows of its ``doc_id`` (every document gets at least its
+``http_status`` and ``language`` rows). A run reads only the ``doc_id`` columns of the three tables
+and decides the input documents that have no decision rows yet; the decided ``doc_id`` values no longer
+in the input (a takedown, a re-ingested file that lost the page, a document dedup now removes)
+leave both outputs. A changed page is a new document: ``doc_id`` is the hash of the WARC-Record-ID,
+which names one capture, and dedup decides each ``doc_id`` once, so a ``doc_id``'s row in
+``silver.documents_dedup`` does not change under an incremental dedup. (A text that changes under
+the same ``doc_id`` — a re-ingest with another extractor followed by a full dedup rebuild — is not
+seen here: run ``--full filter``.) Each table is published with
+:class:`~pipelines.lake.Keys`: in one commit the new documents' rows are added and the rows of
+documents that left are removed. The run costs the kernel over the new documents only, plus
+reading the three ``doc_id`` columns and the new documents' rows.
+
+**Full rebuild.** On the first run, with ``crawlake run --full [filter]``, when the ``filter``
+config section (preset, thresholds, languages, lists — and the content of the blocklist and
+bad-words files it names) hashes differently from the last successful run's, or when an output
+was committed by a run that did not finish, every input document is decided again and both
+tables are replaced (``replace=ALL``). The notes say which: ``mode`` (``full`` | ``incremental``)
+and ``full_because`` (:mod:`pipelines.incremental`), with ``stage_config_hash``, which
+``ops.runs.notes`` keeps for the next run. A later stage that reads ``silver.documents_clean``
+incrementally passes ``upstream=("filter",)`` to :func:`pipelines.incremental.plan` to rebuild in
+full after this stage did (tokenize rebuilds in full on every run today).
+
+**Crashes.** ``silver.documents_clean`` is published before ``silver.filter_decisions``, and the
+decisions mark documents as decided. A run that dies between the two commits leaves clean rows of
+documents that have no decisions yet: the next run decides them again and its clean publish
+replaces those rows (it removes every clean row whose ``doc_id`` is not both decided and in the
+input), so a re-run converges to the same tables. A full rebuild that dies there leaves outputs
+whose versions no finished run recorded, so the next run rebuilds in full.
+
+Determinism: a document's decisions and clean row depend on that document and the config only, so
+an incremental run after a full one leaves the same rows as one full run over everything.
+
+The run's notes describe the documents decided in this run (``rows_in``, ``rows_out`` likewise):
+the preset and its steps, the funnel (documents and whitespace words left after each step, in
+order), documents and kept documents per language, how many documents failed each rule, and the
+PII replacements; plus, on an incremental run, ``removed_by_table`` (documents removed from each output:
+``{table: documents}``). Counts over the whole tables are read from the tables
+(``crawlake report``).
 """
 
 from __future__ import annotations
@@ -21,7 +58,10 @@ from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pipelines.lake import ALL
+from pyspark.sql import functions as F
+
+from pipelines import incremental
+from pipelines.lake import ALL, Keys
 from pipelines.lake.files import TableFiles, Target
 from pipelines.kernels.filters import FilterParams, filter_batch, funnel
 from pipelines.stage import StageContext, StageResult
@@ -31,21 +71,36 @@ from schemas.catalog import SILVER_DOCUMENTS_CLEAN, SILVER_DOCUMENTS_DEDUP, SILV
 OUTPUTS = {"clean": SILVER_DOCUMENTS_CLEAN, "decisions": SILVER_FILTER_DECISIONS}
 
 
+def config_hash(cfg) -> str:
+    """The hash of what shapes this stage's output: the ``filter`` section and the content of the
+    blocklist and bad-words files it names (:func:`pipelines.incremental.config_hash`)."""
+    f = cfg.filter
+    files = [*f.url.domain_blocklists, *f.url.url_blocklists, *f.c4.bad_words_paths.values()]
+    return incremental.config_hash(cfg, ("filter",), files)
+
+
 def run(ctx: StageContext) -> StageResult:
     lake = ctx.lake
-    docs = lake.read(SILVER_DOCUMENTS_DEDUP)
-    cores = ctx.spark.sparkContext.defaultParallelism
-    if docs.rdd.getNumPartitions() < cores:
-        # fewer input files than cores (a small lake): a shuffle costs far less than an idle core
-        docs = docs.repartition(cores)
     params = FilterParams.from_config(ctx.cfg.filter)   # the rules, their lists read here on the driver
     steps = params.steps()
+    plan = incremental.plan(ctx, "filter", config_hash(ctx.cfg), tuple(OUTPUTS.values()))
+    docs = lake.read(SILVER_DOCUMENTS_DEDUP)
+    cores = ctx.spark.sparkContext.defaultParallelism
+    removed: dict[str, int] | None = None
+    if plan.full:
+        replace = {"clean": ALL, "decisions": ALL}
+        if docs.rdd.getNumPartitions() < cores:
+            # fewer input files than cores (a small lake): a shuffle costs far less than an idle core
+            docs = docs.repartition(cores)
+    else:
+        docs, replace, removed = _increment(lake, docs, cores)
     with ctx.staging(OUTPUTS) as staging:
         task = partial(_filter_to_files, params=params, targets=staging.targets)
         details = [json.loads(r.detail) for r in docs.mapInArrow(task, "detail string").collect()]
         staging.add(details)
-        for kind in OUTPUTS:
-            staging.publish(kind, replace=ALL, operation="filter")
+        for kind in OUTPUTS:   # clean first: the decisions mark documents as decided
+            if replace[kind] == ALL or staging.files[kind] or replace[kind].also:
+                staging.publish(kind, replace=replace[kind], operation="filter")
     groups: Groups = {}
     by_rule: ByRule = {}
     for d in details:
@@ -64,12 +119,36 @@ def run(ctx: StageContext) -> StageResult:
     rows_out = stages[-1]["documents"]
     failed = {rule: n for rule, (n, _) in by_rule.items() if n}
     pii = {rule: int(total) for rule, (_, total) in by_rule.items() if rule.startswith("pii_")}
-    return StageResult(
-        rows_in=rows_in, rows_out=rows_out,
-        notes={"preset": ctx.cfg.filter.preset, "steps": list(steps), "funnel": stages,
-               "languages": dict(sorted(languages.items(), key=lambda kv: -kv[1]["documents"])),
-               "failed_by_filter": dict(sorted(failed.items())), "pii_replaced": pii},
-    )
+    notes = {**plan.notes(), "preset": ctx.cfg.filter.preset, "steps": list(steps), "funnel": stages,
+             "languages": dict(sorted(languages.items(), key=lambda kv: -kv[1]["documents"])),
+             "failed_by_filter": dict(sorted(failed.items())), "pii_replaced": pii}
+    if removed is not None:
+        notes["removed_by_table"] = removed
+    return StageResult(rows_in=rows_in, rows_out=rows_out, notes=notes)
+
+
+def _increment(lake, docs, cores: int):
+    """What an incremental run does: ``(documents to decide, {kind: Keys}, {table: documents
+    removed})``. Reads the ``doc_id`` columns of the input and both outputs; collects to the driver
+    only the keys that leave an output: decided documents no longer in the input, and clean rows
+    not both decided and in the input (of documents that left, or left behind by a run that died
+    between its two commits, whose documents are decided again now)."""
+    def flags(df, mark: str):   # doc_id and which of (i)nput, (d)ecisions, (c)lean holds it
+        return df.select("doc_id", *(F.lit(name == mark).alias(name) for name in "idc"))
+
+    keys = docs.select("doc_id")
+    marks = (flags(keys, "i")
+             .unionByName(flags(lake.read(SILVER_FILTER_DECISIONS), "d"))
+             .unionByName(flags(lake.read(SILVER_DOCUMENTS_CLEAN), "c"))
+             .groupBy("doc_id").agg(*(F.max(name).alias(name) for name in "idc")))   # one shuffle of keys
+    leaving = marks.filter("(d AND NOT i) OR (c AND NOT (d AND i))").collect()
+    gone = sorted(r.doc_id for r in leaving if r.d and not r.i)
+    stale = sorted(r.doc_id for r in leaving if r.c)
+    todo = docs.join(marks.filter("i AND NOT d").select("doc_id"), "doc_id", "left_semi").repartition(cores)
+    replace = {"clean": Keys("doc_id", tuple(stale)), "decisions": Keys("doc_id", tuple(gone))}
+    removed = {SILVER_DOCUMENTS_CLEAN.qualified_name: sum(1 for r in leaving if r.c and not r.i),
+               SILVER_FILTER_DECISIONS.qualified_name: len(gone)}
+    return todo, replace, removed
 
 
 #: ``{(first failed step or None, language): [documents, words_in, words_out]}``

@@ -11,6 +11,11 @@ table with them in one commit (:mod:`pipelines.lake`).
 Conservation (checked by the tests on real data): ``sum(token_sequences.num_tokens) ==
 sum(document_tokens.num_tokens) + count(document_tokens)`` (one separator after each document),
 and ``count(document_tokens) == count(documents_clean)``.
+
+Every run rebuilds both tables from all of ``silver.documents_clean``, so an incremental filter run
+(:mod:`pipelines.stages.filter`) changes nothing here. When this stage becomes incremental, its
+mode comes from :func:`pipelines.incremental.plan` with ``upstream=("filter",)``, which rebuilds
+it in full after filter rebuilt in full.
 """
 
 from __future__ import annotations

@@ -87,6 +87,102 @@ def test_real_archives_reach_bronze(spark, real_lake):
     assert log["ia-heritrix-2008-example.warc.gz"].skipped == 38 + 261 + 261 + 1  # dns, request, metadata, warcinfo
 
 
+def test_every_commit_carries_its_run_stage_config_and_inputs(spark, real_lake):
+    """Every commit of every table, Spark's and deltalake's, says in its commit info which run and
+    stage made it, under which config hash, from which input versions: those ``ops.runs`` records."""
+    from deltalake import DeltaTable
+
+    from pipelines.lake.commits import Lineage
+
+    root, _ = real_lake
+    runs = {(r.run_id, r.stage): r for r in read_table(spark, root, "ops.runs").collect()}
+    engines = set()
+    for spec in WARC_FLOW_TABLES:
+        uri = spec.path_under(str(root))
+        if not DeltaTable.is_deltatable(uri):
+            continue
+        for commit in DeltaTable(uri).history():
+            lineage = Lineage.from_commit_info(commit)
+            assert lineage is not None, (spec.qualified_name, commit)
+            run = runs[(lineage.run_id, lineage.stage)]
+            assert lineage.config_hash == run.config_hash, (spec.qualified_name, commit)
+            assert lineage.inputs == dict(run.input_versions or {}), (spec.qualified_name, commit)
+            engines.add("spark" if "Apache-Spark" in commit.get("engineInfo", "") else "deltalake")
+    assert engines == {"spark", "deltalake"}
+
+
+@pytest.mark.parametrize("writer", ["spark", "catalog"])
+def test_spark_commands_carry_the_lineage_and_leave_the_session_as_it_was(spark, real_lake, tmp_path, writer):
+    """A DataFrame write (the writer option), MERGE and a delete (the session conf, set only around
+    the command) on a path and a catalog lake."""
+    from pipelines.lake import Lake
+    from pipelines.lake.commits import Lineage
+    from pipelines.lake.lake import USER_METADATA_CONF
+    from schemas.catalog import SILVER_DUPLICATE_CLUSTERS as spec
+
+    cfg = lake_config(tmp_path / "lake", writer=writer)
+    lake = Lake(spark, cfg.lake)
+    rows = read_table(spark, real_lake[0], spec.qualified_name)
+    lineages = [Lineage(f"r{k}", "dedup", cfg.hash(), {"bronze.documents": k}) for k in range(3)]
+    lake.lineage = lineages[0]
+    lake.overwrite(spec, rows)
+    lake.lineage = lineages[1]
+    lake.merge(spec, rows.limit(3))
+    lake.lineage = lineages[2]
+    lake.delete_matching(spec, rows.limit(1), ("doc_id",))
+    assert spark.conf.get(USER_METADATA_CONF, None) is None
+    name = lake.location(spec) if writer == "catalog" else f"delta.`{lake.location(spec)}`"
+    history = spark.sql(f"DESCRIBE HISTORY {name}")
+    got = sorted((r.version, r.operation, Lineage.from_commit_info({"userMetadata": r.userMetadata}))
+                 for r in history.collect())
+    assert [lin for _, _, lin in got] == lineages and [op for _, op, _ in got][1:] == ["MERGE", "MERGE"]
+
+
+def test_lineage_names_the_input_warcs(real_lake, capsys):
+    from pipelines.cli import main
+
+    root, _ = real_lake
+    assert main(["lineage", "gold.token_sequences", "--lake-root", str(root)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    chain = ["gold.token_sequences v", "← silver.documents_clean v", "← silver.documents_dedup v",
+             "← bronze.documents v", "← input files (ops.ingest_log v"]
+    at = [next((i for i, line in enumerate(lines) if part in line), None) for part in chain]
+    assert None not in at and at == sorted(at), out
+    for name in REAL_INPUTS:
+        assert real_file(name) in out, out
+
+
+def test_a_loader_state_does_not_resume_over_a_newer_version(real_lake, tmp_path):
+    import shutil
+
+    from deltalake import write_deltalake
+
+    from pipelines.lake import read as lake_read
+    from pipelines.loaders import DeltaLoader, TokenSequenceDataset
+    from schemas.catalog import OPS_RUNS
+
+    root, _ = real_lake
+    uri = str(tmp_path / "token_sequences")
+    shutil.copytree(root / "gold" / "token_sequences", uri)   # the shared lake stays as it is
+    run_hash = {r["stage"]: r["config_hash"] for r in lake_read.read_rows(OPS_RUNS, str(root), ["stage", "config_hash"])}
+    kw = dict(extra_columns=["seq_id"], batch_size=2, shuffle_buffer=4, seed=3)
+    full = [s for b in DeltaLoader(TokenSequenceDataset(uri, **kw)) for s in b["seq_id"]]
+    first = TokenSequenceDataset(uri, **kw)
+    head = [s for _, b in zip(range(2), DeltaLoader(first)) for s in b["seq_id"]]
+    state = first.state_dict()
+    assert state["config_hash"] == run_hash["tokenize"] and len(full) > len(head) > 0
+    v = state["version"]
+    write_deltalake(uri, lake_read.read(uri).slice(0, 1), mode="append")   # a newer version
+    again = TokenSequenceDataset(uri, **kw)
+    assert again.version == v + 1
+    with pytest.raises(ValueError, match=rf"state is for version {v} of .*this dataset reads version {v + 1}"):
+        again.load_state_dict(state)
+    again.load_state_dict(state, repin=True)
+    assert again.version == v
+    assert head + [s for b in DeltaLoader(again) for s in b["seq_id"]] == full
+
+
 def test_rerun_is_idempotent(spark, real_lake):
     from pipelines.runner import run_pipeline
 

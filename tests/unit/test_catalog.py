@@ -91,7 +91,8 @@ def _spark_literals() -> dict:
             ("rows_quarantined", _LONG, True), ("input_versions", MapType(_STR, _LONG), True),
             ("output_versions", MapType(_STR, _LONG), True), ("config_hash", _STR, False),
             ("code_version", _STR, False), ("error", _STR, True),
-            ("writers", MapType(_STR, _STR), True)),   # added with the lake layer's engine record
+            ("writers", MapType(_STR, _STR), True),   # added with the lake layer's engine record
+            ("notes", _STR, True)),   # added with incremental stages (the stage's notes as JSON)
         "ops.quality": _s(
             ("run_id", _STR, False), ("stage", _STR, False), ("table_name", _STR, False), ("suite", _STR, False),
             ("expectation", _STR, False), ("column", _STR, True), ("success", _BOOL, False),

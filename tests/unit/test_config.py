@@ -39,3 +39,13 @@ def test_unknown_environment_and_malformed_override():
 def test_config_hash_is_stable_and_sensitive():
     assert load_config("local").hash() == load_config("local").hash()
     assert load_config("local").hash() != load_config("local", ["dedup.seed=2"]).hash()
+
+
+def test_a_section_hash_follows_that_section_only():
+    from pipelines.config import load_config
+
+    base = load_config("local")
+    assert len(base.hash("filter")) == 16 and base.hash("filter") != base.hash()
+    assert load_config("local", ["dedup.threshold=0.7"]).hash("filter") == base.hash("filter")
+    assert load_config("local", ["filter.gopher.min_doc_words=60"]).hash("filter") != base.hash("filter")
+    assert load_config("local", ["filter.languages=[en]"]).hash("filter") != base.hash("filter")

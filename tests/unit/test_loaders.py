@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -236,10 +237,46 @@ def test_a_pinned_version_ignores_later_writes(tmp_path):
     assert sorted(seq_ids(TokenSequenceDataset(str(uri), extra_columns=["seq_id"], version=1))) == ALL_IDS[:50]
     latest = TokenSequenceDataset(str(uri), extra_columns=["seq_id"], batch_size=4)
     assert latest.version == 2 and sorted(seq_ids(latest)) == ALL_IDS[:10]
-    latest.load_state_dict(state)  # built without a version: it adopts the state's
+    # resuming across versions is an error naming both (never a silent switch of snapshot) ...
+    with pytest.raises(ValueError, match=r"state is for version 0 of .*, this dataset reads version 2.*repin=True"):
+        latest.load_state_dict(state)
+    assert latest.version == 2
+    # ... unless the caller asks to re-pin: the dataset then reads the state's version
+    latest.load_state_dict(state, repin=True)
     assert latest.version == 0 and sorted(seq_ids(latest)) == ALL_IDS[:30]
-    with pytest.raises(ValueError, match="version"):
+    with pytest.raises(ValueError, match="version 0 .* reads version 2"):
         TokenSequenceDataset(str(uri), version=2, batch_size=4).load_state_dict(state)
+    assert TokenSequenceDataset(str(uri), version=2, batch_size=4).state_dict()["config_hash"] is None  # no lineage
+
+
+def test_the_state_holds_the_lakes_config_hash_of_its_version(tmp_path):
+    """A crawlake commit records the config hash (pipelines.lake.commits.Lineage); the state
+    carries it, and a table re-created at the same path under another config is refused."""
+    from deltalake import CommitProperties
+
+    from pipelines.lake.commits import LINEAGE_FIELD, Lineage
+
+    def commit(table, mode, config_hash):
+        meta = {LINEAGE_FIELD: Lineage("r", "tokenize", config_hash, {"silver.documents_clean": 3}).to_json()}
+        write_deltalake(str(uri), table, mode=mode, commit_properties=CommitProperties(custom_metadata=meta))
+
+    uri = tmp_path / "t"
+    commit(sequences(0, 30), "error", "aaaaaaaaaaaaaaaa")
+    ds = TokenSequenceDataset(str(uri), batch_size=4)
+    state = json.loads(json.dumps(ds.state_dict()))
+    assert (state["version"], state["config_hash"]) == (0, "aaaaaaaaaaaaaaaa") == (ds.version, ds.config_hash)
+    commit(sequences(30, 40), "append", "bbbbbbbbbbbbbbbb")
+    newer = TokenSequenceDataset(str(uri), batch_size=4)
+    assert newer.config_hash == "bbbbbbbbbbbbbbbb"
+    with pytest.raises(ValueError, match="version 0 .* version 1"):
+        newer.load_state_dict(state)
+    newer.load_state_dict(state, repin=True)
+    assert newer.version == 0 and newer.state_dict()["config_hash"] == "aaaaaaaaaaaaaaaa"
+
+    shutil.rmtree(uri)   # the same path, re-created under another config
+    commit(sequences(0, 30), "error", "cccccccccccccccc")
+    with pytest.raises(ValueError, match="config hash aaaaaaaaaaaaaaaa .* config hash cccccccccccccccc"):
+        TokenSequenceDataset(str(uri), batch_size=4).load_state_dict(state)
 
 
 def test_rank_from_environment_and_bad_arguments(table, monkeypatch):

@@ -1,0 +1,118 @@
+"""Whether an incremental stage may build on what its last run left, or must rebuild in full.
+
+An incremental stage keeps its state in its outputs (which keys it has decided) and in the run
+ledger: each run's notes (``ops.runs.notes``, JSON) carry ``mode`` (``"incremental"`` or
+``"full"``), ``full_because`` and ``stage_config_hash``, the hash of the config sections that shape
+its output (:meth:`pipelines.config.Config.hash` of those sections, plus the content of files they
+name). :func:`plan` reads the ledger at the start of a run and says which mode it runs in:
+
+* ``--full`` named the stage (:attr:`pipelines.stage.StageContext.full`) → full, ``"--full"``;
+* no earlier successful run of the stage recorded a config hash → full, ``"first run"``;
+* the hash differs from the last successful run's → full, ``"<stage> config changed"``;
+* an output table's current Delta version is not one a successful run recorded in
+  ``ops.runs.output_versions`` (a run was interrupted after a commit, or the table was written
+  outside crawlake) → full, ``"<table> changed outside a finished run"``. A full rebuild that died
+  between its commits is thus redone in full even when the config is set back to the last
+  finished run's, so an output never mixes two configs;
+* an ``upstream`` stage (one whose output this stage reads) rebuilt in full since this stage's last
+  successful run → full, ``"<upstream> rebuilt in full"``: the hook through which a later stage
+  follows an earlier one's full rebuild;
+* otherwise incremental.
+
+The stage then puts :meth:`Plan.notes` into its notes, which the runner records in ``ops.runs``
+after the stage succeeded — so a run's hash is recorded only once all of its commits are made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipelines.lake import read as lake_read
+from pipelines.lake.commits import local_path
+from pipelines.stage import StageContext
+from schemas.catalog import OPS_RUNS, TableSpec
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a stage runs: ``full`` (rebuild every output from all of its input) with the reason in
+    ``because``, or incremental (``because`` None); ``config_hash``: the stage's config hash."""
+    full: bool
+    because: str | None
+    config_hash: str
+
+    def notes(self) -> dict[str, str | None]:
+        """``{"mode": "full" | "incremental", "full_because": reason or None, "stage_config_hash": hash}``."""
+        return {"mode": "full" if self.full else "incremental", "full_because": self.because,
+                "stage_config_hash": self.config_hash}
+
+
+def config_hash(cfg, sections: Sequence[str], files: Iterable[str] = ()) -> str:
+    """16 hex digits: :meth:`Config.hash` of ``sections`` and the sha256 of each file in ``files``
+    (paths the sections name: blocklists, word lists), so that editing such a file in place changes
+    the hash too. A file that cannot be read counts as its path and ``"unreadable"``."""
+    h = hashlib.sha256(cfg.hash(*sections).encode())
+    for path in sorted(set(files)):
+        try:
+            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        except OSError:
+            digest = "unreadable"
+        h.update(f"\n{path}\t{digest}".encode())
+    return h.hexdigest()[:16]
+
+
+def plan(ctx: StageContext, stage: str, config_hash: str, outputs: Sequence[TableSpec],
+         upstream: Sequence[str] = ()) -> Plan:
+    """The mode ``stage`` runs in (see the module docstring). ``outputs``: the tables its
+    incremental runs build on; ``upstream``: stages whose full rebuild forces one here. Reads
+    ``ops.runs`` (successful runs only) and the outputs' current versions; writes nothing."""
+    if ctx.forced_full(stage):
+        return Plan(True, "--full", config_hash)
+    runs = succeeded_runs(ctx)
+    mine = [r for r in runs if r["stage"] == stage and r["notes"].get("stage_config_hash")]
+    if not mine:
+        return Plan(True, "first run", config_hash)
+    last = mine[-1]
+    if last["notes"]["stage_config_hash"] != config_hash:
+        return Plan(True, f"{stage} config changed", config_hash)
+    since = [r for r in runs if r["started_at"] >= last["started_at"]]
+    for spec in outputs:
+        recorded = {(r["output_versions"] or {}).get(spec.qualified_name) for r in since}
+        if ctx.lake.version(spec) not in recorded - {None}:
+            return Plan(True, f"{spec.qualified_name} changed outside a finished run", config_hash)
+    for name in upstream:
+        if any(r["stage"] == name and r["notes"].get("mode") == "full" and r["started_at"] > last["started_at"]
+               for r in runs):
+            return Plan(True, f"{name} rebuilt in full", config_hash)
+    return Plan(False, None, config_hash)
+
+
+def succeeded_runs(ctx: StageContext) -> list[dict]:
+    """Every successful run in ``ops.runs``, oldest first: ``stage``, ``started_at``,
+    ``output_versions`` (``{table: version}`` or None) and ``notes`` (parsed; ``{}`` when none
+    was recorded, as in a ledger written before notes were). Empty when there is no ledger."""
+    lake = ctx.lake
+    if not lake.exists(OPS_RUNS):
+        return []
+    columns = ["stage", "started_at", "output_versions", "notes"]
+    local = local_path(lake.location(OPS_RUNS)) if lake.cfg.mode == "path" else None
+    if local is not None:   # a local ledger: pyarrow over the Delta log's files, no Spark job
+        rows = lake_read.read(local, columns, [("status", "=", "succeeded")]).to_pylist()
+        for r in rows:   # pyarrow gives a map as a list of pairs
+            r["output_versions"] = dict(r["output_versions"]) if r["output_versions"] is not None else None
+    else:
+        rows = [r.asDict() for r in lake.read(OPS_RUNS).filter("status = 'succeeded'").select(*columns).collect()]
+    out = [{**r, "notes": _parse(r["notes"])} for r in rows]
+    return sorted(out, key=lambda r: r["started_at"])
+
+
+def _parse(text: str | None) -> dict:
+    try:
+        notes = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return notes if isinstance(notes, dict) else {}
