@@ -98,6 +98,8 @@ class DedupConfig(_Strict):
     rows: int | None = Field(None, ge=1)
     seed: int = 1
     max_iterations: int = Field(50, ge=1)
+    #: connected components of at most this many candidate edges are computed on the driver
+    driver_components_max_edges: int = Field(200_000, ge=0)
     verify: bool = False
     keep: list[str] = Field(default_factory=lambda: ["crawl_date asc", "text_length desc", "doc_id asc"])
 

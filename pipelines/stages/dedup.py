@@ -13,7 +13,8 @@ normalized-text hash, MinHash signature and LSH band hashes. Old documents are n
    documents in the same buckets, are grouped by (band, band hash); each bucket member is linked
    to the bucket's smallest doc_id (a star, not all pairs: O(bucket) edges, no bucket held in
    memory). Connected components by iterative min-label propagation in Spark, with the lineage
-   cut each round.
+   cut each round; a graph of at most ``dedup.driver_components_max_edges`` edges is solved on
+   the driver instead (scipy), which gives the same components without a job per round.
 
 In each cluster one document is kept. A cluster that holds a document kept by an earlier run
 keeps that one (the first of them by the keep rule, if a newcomer bridges several; the others
@@ -36,11 +37,14 @@ from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import DoubleType, StringType
+from scipy.sparse import coo_matrix, csgraph
 
 from pipelines import quality
 from pipelines.config import DedupConfig
@@ -105,16 +109,25 @@ def _signatures_partition(batches, counter, **params):
         yield signature_batch(batch, **params)
 
 
-def connected_components(edges: DataFrame, max_iterations: int) -> DataFrame:
+def connected_components(edges: DataFrame, max_iterations: int, driver_max_edges: int = 0) -> DataFrame:
     """``(src, dst)`` undirected edges → ``(doc_id, component)``, component = smallest doc_id.
 
-    Min-label propagation: each round every node takes the smallest label among itself and its
-    neighbours, until no label changes. Raises RuntimeError if it has not converged after
-    ``max_iterations`` rounds.
+    The edges are materialized once. Up to ``driver_max_edges`` of them
+    (``dedup.driver_components_max_edges``: an incremental run's few new edges, a small crawl) go
+    to the driver as Arrow and scipy's ``connected_components`` labels them (:func:`_components_on_driver`):
+    each Spark round is two jobs, seconds on any input. Beyond that, min-label propagation in
+    Spark: each round every node takes the smallest label among itself and its neighbours, until
+    no label changes. Both give the same rows. Raises RuntimeError if propagation has not
+    converged after ``max_iterations`` rounds.
     """
-    if edges.isEmpty():
-        return edges.sparkSession.createDataFrame([], "doc_id string, component string")
-    both = edges.select("src", "dst").union(edges.select(F.col("dst").alias("src"), F.col("src").alias("dst")))
+    spark = edges.sparkSession
+    edges = edges.select("src", "dst").localCheckpoint()
+    count = edges.count()
+    if count == 0:
+        return spark.createDataFrame([], "doc_id string, component string")
+    if count <= driver_max_edges:
+        return _components_on_driver(spark, edges.toArrow())
+    both = edges.union(edges.select(F.col("dst").alias("src"), F.col("src").alias("dst")))
     both = both.distinct().localCheckpoint()
     labels = both.select(F.col("src").alias("doc_id")).distinct().withColumn("label", F.col("doc_id"))
     for _ in range(max_iterations):
@@ -129,6 +142,22 @@ def connected_components(edges: DataFrame, max_iterations: int) -> DataFrame:
         if changed == 0:
             return labels.withColumnRenamed("label", "component")
     raise RuntimeError(f"connected components did not converge in {max_iterations} rounds (dedup.max_iterations)")
+
+
+def _components_on_driver(spark, edges: pa.Table) -> DataFrame:
+    """:func:`connected_components` of ``edges`` (``src``, ``dst`` strings) with
+    ``scipy.sparse.csgraph.connected_components``; each component is labelled with its smallest
+    doc_id (code-point order, which is Spark's UTF-8 byte order)."""
+    ends = np.concatenate([edges.column("src").to_numpy(zero_copy_only=False),
+                           edges.column("dst").to_numpy(zero_copy_only=False)])
+    ids, index = np.unique(ends, return_inverse=True)   # sorted: a node's index orders it by doc_id
+    m = edges.num_rows
+    graph = coo_matrix((np.ones(m, dtype=np.int8), (index[:m], index[m:])), shape=(len(ids), len(ids)))
+    _, labels = csgraph.connected_components(graph, directed=False)
+    smallest = np.full(labels.max() + 1, len(ids))
+    np.minimum.at(smallest, labels, np.arange(len(ids)))
+    component = pa.table({"doc_id": pa.array(ids, pa.string()), "component": pa.array(ids[smallest[labels]], pa.string())})
+    return spark.createDataFrame(component, "doc_id string, component string")
 
 
 # -- what this run works on ---------------------------------------------------------------------
@@ -211,7 +240,7 @@ def _near_clusters(survivors: DataFrame, signatures: DataFrame, old: DataFrame, 
     if cfg.verify:
         texts = survivors.select("doc_id", "text").unionByName(old_docs.select("doc_id", "text"))
         edges = _verified(edges, texts, cfg)
-    components = connected_components(edges, cfg.max_iterations)
+    components = connected_components(edges, cfg.max_iterations, cfg.driver_components_max_edges)
     old_in_components = (old.select("doc_id").join(components.select("doc_id"), "doc_id", "left_semi")
                          .join(old_docs.select("doc_id", *keep_cols), "doc_id", "left"))
     members = _members(survivors, keep_cols, False).unionByName(_members(old_in_components, keep_cols, True))
