@@ -31,8 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.lake import read as lake_read
-from pipelines.lake.commits import local_path
+from pipelines.lake import Rows
 from pipelines.stage import StageContext
 from schemas.catalog import OPS_RUNS, TableSpec
 
@@ -95,17 +94,7 @@ def succeeded_runs(ctx: StageContext) -> list[dict]:
     """Every successful run in ``ops.runs``, oldest first: ``stage``, ``started_at``,
     ``output_versions`` (``{table: version}`` or None) and ``notes`` (parsed; ``{}`` when none
     was recorded, as in a ledger written before notes were). Empty when there is no ledger."""
-    lake = ctx.lake
-    if not lake.exists(OPS_RUNS):
-        return []
-    columns = ["stage", "started_at", "output_versions", "notes"]
-    local = local_path(lake.location(OPS_RUNS)) if lake.cfg.mode == "path" else None
-    if local is not None:   # a local ledger: pyarrow over the Delta log's files, no Spark job
-        rows = lake_read.read(local, columns, [("status", "=", "succeeded")]).to_pylist()
-        for r in rows:   # pyarrow gives a map as a list of pairs
-            r["output_versions"] = dict(r["output_versions"]) if r["output_versions"] is not None else None
-    else:
-        rows = [r.asDict() for r in lake.read(OPS_RUNS).filter("status = 'succeeded'").select(*columns).collect()]
+    rows = ctx.lake.rows(OPS_RUNS, ["stage", "started_at", "output_versions", "notes"], Rows("status", ("succeeded",)))
     out = [{**r, "notes": _parse(r["notes"])} for r in rows]
     return sorted(out, key=lambda r: r["started_at"])
 

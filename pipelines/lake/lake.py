@@ -242,7 +242,12 @@ class Lake:
         if not self.exists(spec):
             return []
         if (local := self._local(spec)) is not None:
-            return lake_read.read(local, columns, None if where is None else where.expression()).to_pylist()
+            table = lake_read.read(local, columns, None if where is None else where.expression())
+            maps = [f.name for f in table.schema if pa.types.is_map(f.type)]
+            rows = table.to_pylist()
+            for r in rows:   # pyarrow gives a map as a list of pairs; Spark as a dict: a dict here
+                r.update({m: dict(r[m]) for m in maps if r[m] is not None})
+            return rows
         df = self.read(spec) if where is None else self.read(spec).where(where.predicate())
         # PySpark gives timestamps as naive local times; pyarrow as UTC-aware: the same here
         return [{k: v.astimezone(timezone.utc) if isinstance(v, datetime) else v for k, v in r.asDict().items()}
