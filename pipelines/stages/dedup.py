@@ -37,17 +37,15 @@ from __future__ import annotations
 
 from functools import partial
 
-import numpy as np
 import pandas as pd
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import DoubleType, StringType
-from scipy.sparse import coo_matrix, csgraph
 
 from pipelines import quality
 from pipelines.config import DedupConfig
+from pipelines.kernels import graph
 from pipelines.kernels.minhash import (
     INDEX_SCHEMA,
     estimated_jaccard,
@@ -114,7 +112,7 @@ def connected_components(edges: DataFrame, max_iterations: int, driver_max_edges
 
     The edges are materialized once. Up to ``driver_max_edges`` of them
     (``dedup.driver_components_max_edges``: an incremental run's few new edges, a small crawl) go
-    to the driver as Arrow and scipy's ``connected_components`` labels them (:func:`_components_on_driver`):
+    to the driver as Arrow and :func:`pipelines.kernels.graph.components` (scipy) labels them:
     each Spark round is two jobs, seconds on any input. Beyond that, min-label propagation in
     Spark: each round every node takes the smallest label among itself and its neighbours, until
     no label changes. Both give the same rows. Raises RuntimeError if propagation has not
@@ -126,7 +124,7 @@ def connected_components(edges: DataFrame, max_iterations: int, driver_max_edges
     if count == 0:
         return spark.createDataFrame([], "doc_id string, component string")
     if count <= driver_max_edges:
-        return _components_on_driver(spark, edges.toArrow())
+        return spark.createDataFrame(graph.components(edges.toArrow()), "doc_id string, component string")
     both = edges.union(edges.select(F.col("dst").alias("src"), F.col("src").alias("dst")))
     both = both.distinct().localCheckpoint()
     labels = both.select(F.col("src").alias("doc_id")).distinct().withColumn("label", F.col("doc_id"))
@@ -142,22 +140,6 @@ def connected_components(edges: DataFrame, max_iterations: int, driver_max_edges
         if changed == 0:
             return labels.withColumnRenamed("label", "component")
     raise RuntimeError(f"connected components did not converge in {max_iterations} rounds (dedup.max_iterations)")
-
-
-def _components_on_driver(spark, edges: pa.Table) -> DataFrame:
-    """:func:`connected_components` of ``edges`` (``src``, ``dst`` strings) with
-    ``scipy.sparse.csgraph.connected_components``; each component is labelled with its smallest
-    doc_id (code-point order, which is Spark's UTF-8 byte order)."""
-    ends = np.concatenate([edges.column("src").to_numpy(zero_copy_only=False),
-                           edges.column("dst").to_numpy(zero_copy_only=False)])
-    ids, index = np.unique(ends, return_inverse=True)   # sorted: a node's index orders it by doc_id
-    m = edges.num_rows
-    graph = coo_matrix((np.ones(m, dtype=np.int8), (index[:m], index[m:])), shape=(len(ids), len(ids)))
-    _, labels = csgraph.connected_components(graph, directed=False)
-    smallest = np.full(labels.max() + 1, len(ids))
-    np.minimum.at(smallest, labels, np.arange(len(ids)))
-    component = pa.table({"doc_id": pa.array(ids, pa.string()), "component": pa.array(ids[smallest[labels]], pa.string())})
-    return spark.createDataFrame(component, "doc_id string, component string")
 
 
 # -- what this run works on ---------------------------------------------------------------------
