@@ -340,26 +340,33 @@ def clicks_generate(
 _MULTI_VALUE = ("--input", "-i")
 
 
-def expand_multi_value(argv: list[str]) -> list[str]:
-    """``--input a b c`` → ``--input a --input b --input c`` (click takes one value per flag)."""
+def _expand(argv: list[str], flags: tuple[str, ...], canonical: str, bare: list[str]) -> list[str]:
+    """Each of ``flags`` followed by several values → ``canonical`` once per value (click takes one
+    value per flag); a flag given no value becomes ``bare``."""
     out, taking, given = [], False, 0
     for arg in argv:
-        if arg in _MULTI_VALUE:
+        if arg in flags:
             if taking and not given:
-                out.append("--input")   # a flag without a value stays, for click to refuse
+                out += bare
             taking, given = True, 0
             continue
         if taking and not arg.startswith("-"):
-            out += ["--input", arg]
+            out += [canonical, arg]
             given += 1
             continue
         if taking and not given:
-            out.append("--input")
+            out += bare
         taking = False
         out.append(arg)
     if taking and not given:
-        out.append("--input")
+        out += bare
     return out
+
+
+def expand_multi_value(argv: list[str]) -> list[str]:
+    """``--input a b c`` → ``--input a --input b --input c`` (click takes one value per flag); a
+    bare ``--input`` stays, for click to refuse."""
+    return _expand(argv, _MULTI_VALUE, "--input", ["--input"])
 
 
 def expand_full(argv: list[str]) -> list[str]:
@@ -367,24 +374,7 @@ def expand_full(argv: list[str]) -> list[str]:
     takes one value per flag, and none for a bare flag). Other commands are left as they are."""
     if not argv or argv[0] != "run":
         return argv
-    out, taking, given = [], False, 0
-    for arg in argv:
-        if arg == "--full":
-            if taking and not given:
-                out += ["--full", "all"]
-            taking, given = True, 0
-            continue
-        if taking and not arg.startswith("-"):
-            out += ["--full", arg]
-            given += 1
-            continue
-        if taking and not given:
-            out += ["--full", "all"]
-        taking = False
-        out.append(arg)
-    if taking and not given:
-        out += ["--full", "all"]
-    return out
+    return _expand(argv, ("--full",), "--full", ["--full", "all"])
 
 
 def usage(argv: list[str]) -> str:
