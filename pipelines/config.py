@@ -393,6 +393,14 @@ class TrackingConfig(_Strict):
     mlflow_report: bool = True
 
 
+class QualityConfig(_Strict):
+    """How the quality gates (:mod:`pipelines.quality`) validate a Spark DataFrame."""
+    #: rows up to which a Spark DataFrame's suite runs on the driver (its suite columns collected as
+    #: Arrow, Great Expectations' pandas engine: one Spark job) instead of GX's Spark engine (a job
+    #: per metric); 0 = always the Spark engine
+    driver_max_rows: int = Field(50_000, ge=0)
+
+
 class Config(_Strict):
     lake: LakeConfig = LakeConfig()
     spark: SparkConfig = SparkConfig()
@@ -404,6 +412,7 @@ class Config(_Strict):
     index: IndexConfig = IndexConfig()
     clicks: ClicksConfig = ClicksConfig()
     tracking: TrackingConfig = TrackingConfig()
+    quality: QualityConfig = QualityConfig()
 
     def hash(self, *sections: str) -> str:
         """Short, stable hash (16 hex digits) of the effective configuration, secrets left out

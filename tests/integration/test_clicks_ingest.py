@@ -109,18 +109,37 @@ def test_cli_errors_before_spark(tmp_path, capsys):
     assert not (tmp_path / "lake").exists()
 
 
-def test_bronze_gate_rejects_bad_rows(spark, batch_lake, tmp_path):
+def _bad_frames(spark, root):
+    """(20 good bronze rows, the same with every other label 2, the 20 plus a repeated row)."""
+    rows = read_table(spark, root, "bronze.clicks").limit(20)
+    broken = rows.withColumn("label", F.when(F.col("line_number") % 2 == 0, F.lit(2)).otherwise(F.col("label")))
+    return rows, broken, rows.unionByName(rows.limit(1))
+
+
+@pytest.mark.parametrize("driver_max_rows", [0, 50_000], ids=["gx-spark-engine", "driver"])
+def test_bronze_gate_rejects_bad_rows(spark, batch_lake, tmp_path, driver_max_rows):
     from pipelines import quality
 
     root, _, _ = batch_lake
-    rows = read_table(spark, root, "bronze.clicks").limit(20)
-    broken = rows.withColumn("label", F.when(F.col("line_number") % 2 == 0, F.lit(2)).otherwise(F.col("label")))
-    ctx = _ctx(spark, tmp_path / "gate_lake")
+    rows, broken, dup = _bad_frames(spark, root)
+    ctx = _ctx(spark, tmp_path / "gate_lake", f"quality.driver_max_rows={driver_max_rows}")
     with pytest.raises(QualityGateError, match="label"):
         quality.audit(ctx, "clicks_ingest", BRONZE_CLICKS, broken)
-    dup = rows.unionByName(rows.limit(1))
     with pytest.raises(QualityGateError, match="row_key"):
         quality.audit(ctx, "clicks_ingest", BRONZE_CLICKS, dup)
+
+
+def test_the_gate_gives_the_same_results_on_the_driver_and_with_the_spark_engine(spark, batch_lake):
+    """quality.driver_max_rows picks where a suite runs, never what it finds: every expectation's
+    success and unexpected count agree (passing, failing values, a repeated key)."""
+    from pipelines import quality
+
+    root, _, _ = batch_lake
+    for df in _bad_frames(spark, root):
+        on_spark = quality._validate(df, BRONZE_CLICKS, driver_max_rows=0)
+        on_driver = quality._validate(df, BRONZE_CLICKS, driver_max_rows=50_000)
+        assert sorted(on_driver) == sorted(on_spark)
+    assert not all(ok for _, _, ok, _ in on_spark)  # the last frame fails a check on both
 
 
 @pytest.mark.parametrize("writer", ["spark", "deltalake"])
