@@ -81,6 +81,36 @@ def read_table(spark, root: Path, qualified: str):
     return spark.read.format("delta").load(str(root / layer / name))
 
 
+#: The real archives of :func:`submitted_lake` (a renamed copy of the first is added).
+REAL_LAKE_INPUTS = ("cc-main-2020-34-excerpt.warc.gz", "ia-heritrix-2008-example.warc.gz")
+RENAMED_COPY = "cc-main-2020-34-excerpt-renamed.warc.gz"
+
+
+@pytest.fixture(scope="session")
+def submitted_lake(tmp_path_factory) -> tuple[Path, list[str]]:
+    """The real archives of :data:`REAL_LAKE_INPUTS` plus :data:`RENAMED_COPY` (a byte copy of the
+    excerpt in another folder: ingest keeps one file's pages and quarantines the other's as
+    ``duplicate_record``) through ``crawlake-submit jobs/run_all.py`` as the README types it,
+    with no PYSPARK_* variable exported. Read by test_pipeline and test_clean_exit; returns
+    (lake root, the input paths)."""
+    import shutil
+    import subprocess
+    import sys
+
+    base = tmp_path_factory.mktemp("submitted")
+    copy = base / "crawl-copy" / RENAMED_COPY
+    copy.parent.mkdir()
+    shutil.copyfile(real_file(REAL_LAKE_INPUTS[0]), copy)
+    inputs = [*map(real_file, REAL_LAKE_INPUTS), str(copy)]
+    root = base / "lake"
+    cmd = [str(Path(sys.executable).parent / "crawlake-submit"), "jobs/run_all.py",
+           "--input", *inputs, "--lake-root", str(root)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return root, inputs
+
+
 @pytest.fixture(scope="session")
 def sample_lake_with_clicks(sample_lake, tmp_path_factory) -> Path:
     """A copy of the sample lake plus click logs: three generated Criteo day files (with malformed

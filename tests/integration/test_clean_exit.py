@@ -6,9 +6,9 @@ Before the reads went through :mod:`pipelines.lake.read`, a process that had rea
 without an active exception``, exit 134) on 1 run of 3 (search) to 3 of 4 (five tables read);
 20 runs make a missed regression unlikely (< 1e-3 for search).
 
-One lake, built once: the whole pipeline over the two real WARCs of ``../shared/data`` plus a
-renamed copy of the Common Crawl excerpt, so that ingest quarantines ``duplicate_record`` rows
-that ``explain`` shows. ``search`` and ``explain`` run with no Java reachable (``JAVA_HOME`` and
+One lake, built once per session (``conftest.submitted_lake``, shared with test_pipeline): the
+whole pipeline over the two real WARCs of ``../shared/data`` plus a renamed copy of the Common
+Crawl excerpt, so that ingest quarantines ``duplicate_record`` rows that ``explain`` shows. ``search`` and ``explain`` run with no Java reachable (``JAVA_HOME`` and
 ``PATH`` without it): starting a JVM would fail them.
 """
 
@@ -24,25 +24,16 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, lake_config, real_file
+from conftest import REPO, lake_config
 
 RUNS = 20
 CRAWLAKE = str(Path(sys.executable).with_name("crawlake"))
-INPUTS = ("cc-main-2020-34-excerpt.warc.gz", "ia-heritrix-2008-example.warc.gz")
 
 
 @pytest.fixture(scope="module")
-def lake(spark, tmp_path_factory):
-    from pipelines.runner import run_pipeline
-
-    root = tmp_path_factory.mktemp("clean_exit_lake")
-    copy = root.parent / "crawl-copy" / "cc-main-2020-34-excerpt-renamed.warc.gz"
-    copy.parent.mkdir()
-    shutil.copyfile(real_file(INPUTS[0]), copy)
-    cfg = lake_config(root / "lake", "embed.device=cpu")
-    cfg = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"input": [*map(real_file, INPUTS), str(copy)]})})
-    run_pipeline(cfg)
-    return cfg
+def lake(submitted_lake):
+    """The session's lake of real archives (conftest.submitted_lake), as a config."""
+    return lake_config(submitted_lake[0])
 
 
 def no_java_env() -> dict[str, str]:
