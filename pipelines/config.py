@@ -329,6 +329,8 @@ class EmbedConfig(_Strict):
     #: true | false | "auto" (strictly: a string such as "yes" is refused, not read as true)
     compile: Annotated[bool, Strict()] | Literal["auto"] = "auto"
     refresh: bool = True
+    #: engine=spark: documents per task at least (a task loads the model, seconds, before its first vector)
+    min_task_documents: int = Field(128, ge=1)
     engine: Literal["spark", "dask"] = "spark"
     dask_scheduler: str | None = None
     dask_workers: int = Field(2, ge=1)
@@ -395,10 +397,10 @@ class TrackingConfig(_Strict):
 
 class QualityConfig(_Strict):
     """How the quality gates (:mod:`pipelines.quality`) validate a Spark DataFrame."""
-    #: rows up to which a Spark DataFrame's suite runs on the driver (its suite columns collected as
-    #: Arrow, Great Expectations' pandas engine: one Spark job) instead of GX's Spark engine (a job
-    #: per metric); 0 = always the Spark engine
-    driver_max_rows: int = Field(50_000, ge=0)
+    #: rows up to which a Spark DataFrame's suite runs on the driver (counted, then its suite
+    #: columns, documents' text among them, collected as Arrow for Great Expectations' pandas
+    #: engine: two Spark jobs) instead of GX's Spark engine (a job per metric); 0 = always Spark
+    driver_max_rows: int = Field(10_000, ge=0)
 
 
 class Config(_Strict):

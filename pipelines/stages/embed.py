@@ -78,8 +78,10 @@ def run(ctx: StageContext) -> StageResult:
             embed_with_dask(lake.read(SILVER_DOCUMENTS_CLEAN).inputFiles(), [r.doc_id for r in have.collect()],
                             params, staging, cfg)
         elif n_todo:
-            # Spread the new documents over every core (or GPU): a refresh often finds them in a few files.
-            todo = todo.repartition(max(1, min(n_todo, ctx.spark.sparkContext.defaultParallelism)))
+            # Spread the new documents over every core (or GPU): a refresh often finds them in a few
+            # files. Each task loads the model (seconds of CPU) first, so a few documents go to one.
+            tasks = min(ctx.spark.sparkContext.defaultParallelism, -(-n_todo // cfg.min_task_documents))
+            todo = todo.repartition(max(1, tasks))
             task = partial(_embed_to_files, params=params, targets=staging.targets)
             staging.add(json.loads(r.detail) for r in todo.mapInArrow(task, "detail string").collect())
             staging.publish("vectors", operation="embed")
