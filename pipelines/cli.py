@@ -175,6 +175,41 @@ def report(
 
 
 @app.command()
+def forget(
+    reason: Annotated[str, typer.Option(help="Why, recorded in ops.takedowns (e.g. \"opt-out request 42\")")],
+    url: Annotated[Optional[list[str]], typer.Option("--url", help="A page, as crawled or in canonical form (repeatable)")] = None,
+    url_prefix: Annotated[Optional[list[str]], typer.Option("--url-prefix", help="Every URL starting with this (repeatable)")] = None,
+    domain: Annotated[Optional[list[str]], typer.Option("--domain", help="A host and its subdomains, e.g. example.com (repeatable)")] = None,
+    doc_id: Annotated[Optional[list[str]], typer.Option("--doc-id", help="A doc_id of bronze.documents (repeatable)")] = None,
+    purge: Annotated[bool, typer.Option("--purge", help="Also rewrite and vacuum the files that held them (ends time travel of those tables)")] = False,
+    lake_root: Annotated[Optional[str], typer.Option(help="Lake root folder (overrides lake.root)")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Config override key=value (repeatable; as your runs use)")] = None,
+    env: Annotated[str, typer.Option(help="Config overlay: conf/<env>.yaml")] = "local",
+    conf_dir: Annotated[Optional[str], typer.Option(help="Folder with base.yaml and overlays")] = None,
+) -> None:
+    """Take documents down from every table and index shard and keep them out of later ingests (ops.takedowns)."""
+    from pipelines.forget import forget as take_down
+    from pipelines.kernels.takedown import Selectors
+
+    overrides = list(set_ or []) + ([f"lake.root={lake_root}"] if lake_root else [])
+    cfg = _config(env, overrides, conf_dir)
+    try:
+        selectors = Selectors.parse(url or (), url_prefix or (), domain or (), doc_id or ())
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
+    if cfg.lake.mode == "path":
+        _lake_with_tables(cfg)   # before Spark starts
+    try:
+        result = take_down(cfg, selectors, reason, purge=purge)
+    except (ValueError, TrackingError) as exc:   # before the first write
+        raise UsageProblem(str(exc)) from None
+    except StageFailed as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1)
+    typer.echo("\n".join(result.lines()))
+
+
+@app.command()
 def lineage(
     table: Annotated[str, typer.Argument(help="Table as layer.name, e.g. silver.documents_clean")],
     version: Annotated[Optional[int], typer.Option(min=0, help="Delta version (default the latest)")] = None,

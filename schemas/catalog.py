@@ -523,6 +523,36 @@ OPS_INGEST_LOG = TableSpec(
     ),
 )
 
+OPS_TAKEDOWNS = TableSpec(
+    "ops", "takedowns",
+    _s(
+        ("takedown_id", _STR, False),     # <requested_at as YYYYmmddTHHMMSSZ>-<8 hex>
+        ("requested_at", _TS, False),
+        ("run_id", _STR, False),          # the run whose forget stage removed the documents (ops.runs)
+        ("reason", _STR, False),          # as the requester gave it, e.g. "opt-out request 42"
+        # the selectors (pipelines.kernels.takedown): each kind's values, empty when not used;
+        # ingest keeps every record they name out of the lake
+        ("urls", _list(_STR, items_nullable=True), False),
+        ("url_prefixes", _list(_STR, items_nullable=True), False),
+        ("domains", _list(_STR, items_nullable=True), False),   # lower case; subdomains included
+        ("doc_ids", _list(_STR, items_nullable=True), False),
+        ("documents", _LONG, False),      # bronze.documents rows the selectors matched, all removed
+        ("removed", pa.map_(_STR, _LONG), False),   # table -> rows removed (gold.token_sequences: sequences repacked)
+        # documents dedup had removed as duplicates of a removed kept document: they stay removed
+        ("duplicates_kept_out", _list(_STR, items_nullable=True), False),
+        ("purge", _BOOL, False),          # --purge: the affected files rewritten and vacuumed
+    ),
+    keys=("takedown_id",),
+    description="Takedown requests (crawlake forget): what they name, why, and what each removed.",
+    engine="auto",
+    expectations=(
+        *not_null("takedown_id", "requested_at", "run_id", "reason", "urls", "url_prefixes", "domains", "doc_ids",
+                  "documents", "removed", "duplicates_kept_out", "purge"),
+        unique("takedown_id"),
+        between("documents", 0),
+    ),
+)
+
 _CLICK_INTS = [(f"I{i}", _LONG, True) for i in range(1, 14)]      # counts; empty → null
 _CLICK_CATS = [(f"C{i}", _STR, True) for i in range(1, 27)]       # 8 lower-case hex digits; empty → null
 
@@ -669,6 +699,8 @@ WARC_FLOW_TABLES: tuple[TableSpec, ...] = (
     SILVER_DOCUMENTS_CLEAN, SILVER_FILTER_DECISIONS, GOLD_TOKEN_SEQUENCES, GOLD_DOCUMENT_TOKENS, GOLD_EMBEDDINGS,
     GOLD_INDEX_MANIFEST, OPS_RUNS, OPS_QUALITY, OPS_INGEST_LOG,
 )
+#: What `crawlake forget` adds to the WARC flow's tables (which it deletes from); ingest reads it.
+TAKEDOWN_TABLES: tuple[TableSpec, ...] = (OPS_TAKEDOWNS,)
 #: Every table; other flows (click logs, ...) add theirs here.
-ALL_TABLES: tuple[TableSpec, ...] = WARC_FLOW_TABLES + CLICK_TABLES
+ALL_TABLES: tuple[TableSpec, ...] = WARC_FLOW_TABLES + TAKEDOWN_TABLES + CLICK_TABLES
 TABLES: dict[str, TableSpec] = {t.qualified_name: t for t in ALL_TABLES}

@@ -12,7 +12,9 @@ exactly one place:
   the source file and the record's byte offset; damage to the file itself (truncated gzip, a
   non-WARC file, a length that lies) is one quarantine row at the offset where reading stopped,
   and the records before it are kept; a record whose ``doc_id`` appeared earlier in the same file
-  is a ``duplicate_record`` naming the offset of the kept (first) copy;
+  is a ``duplicate_record`` naming the offset of the kept (first) copy; a record a takedown
+  names (``ops.takedowns``, :mod:`pipelines.kernels.takedown`) is a ``taken_down`` row without
+  its text, whatever it would have been, its ``detail`` naming the takedown;
 * skipped: ``request``, ``metadata``, ``warcinfo``, ``revisit``, ``dns:`` responses and the like,
   counted by type in the file's ``summary`` row.
 
@@ -20,7 +22,8 @@ exactly one place:
 with :data:`ROW_SCHEMA`, one row per document/quarantine record plus one ``summary`` row per file.
 Its ``limits`` is the ``ingest`` config section as it is (:class:`~pipelines.config.IngestConfig`:
 ``max_payload_bytes``, ``max_text_chars``, ``min_text_chars``, ``html_content_types``,
-``generic_content_types``, ``extractor``; the other keys are the stage's).
+``generic_content_types``, ``extractor``; the other keys are the stage's); its ``takedowns`` the
+requests in force (:class:`~pipelines.kernels.takedown.TakedownList`; None or empty: none).
 """
 
 from __future__ import annotations
@@ -45,11 +48,13 @@ from resiliparse.parse.encoding import bytes_to_str, detect_encoding
 
 from pipelines.config import IngestConfig
 from pipelines.kernels import mime, urls
+from pipelines.kernels.takedown import TakedownList
 
 REASONS = {
     "empty_text": "HTML page with no extractable main text",
     "non_html_payload": "response or resource whose payload is not HTML (image, PDF, script, ...), declared or sniffed",
     "duplicate_record": "a record whose doc_id another file (or an earlier offset) already holds: the kept copy is named",
+    "taken_down": "a record a takedown names (crawlake forget, ops.takedowns): kept out, its text not stored",
     "payload_too_large": "HTTP payload over ingest.max_payload_bytes",
     "text_too_long": "extracted text over ingest.max_text_chars",
     "no_http_headers": "response record whose HTTP header block could not be parsed",
@@ -283,8 +288,21 @@ def _conversion_row(row: dict, record, limits: IngestConfig) -> dict:
     return _text_row(row, payload.decode("utf-8", errors="replace"), limits)
 
 
-def parse_warc_stream(stream, source_file: str, limits: IngestConfig = IngestConfig()) -> FileResult:
-    """Parse one WARC/WET byte stream (gzip or plain) into rows. Never raises on bad input."""
+def _taken_down(out: dict, takedowns: TakedownList | None) -> dict:
+    """``out`` as a ``taken_down`` quarantine row (no text) when a takedown names its record."""
+    if not takedowns:
+        return out
+    doc_id = out.get("doc_id") or (doc_id_for(out["warc_record_id"]) if out.get("warc_record_id") else None)
+    found = takedowns.match(out.get("url"), doc_id, out.get("url_normalized"))
+    if found is None:
+        return out
+    return _quarantine({k: v for k, v in out.items() if k in _QUARANTINE_KEYS}, "taken_down", f"takedown {found}")
+
+
+def parse_warc_stream(stream, source_file: str, limits: IngestConfig = IngestConfig(),
+                      takedowns: TakedownList | None = None) -> FileResult:
+    """Parse one WARC/WET byte stream (gzip or plain) into rows; records ``takedowns`` names
+    become ``taken_down`` rows. Never raises on bad input."""
     result = FileResult()
     seen: dict[str, int] = {}   # doc_id -> offset of its first record in this file
     last_end = 0
@@ -317,6 +335,7 @@ def parse_warc_stream(stream, source_file: str, limits: IngestConfig = IngestCon
                     continue
             except Exception as exc:  # one bad record must not stop the file
                 out = _quarantine(row, "record_error", f"{type(exc).__name__}: {exc}"[:500])
+            out = _taken_down(out, takedowns)
             if out["kind"] == "document":
                 first = seen.setdefault(out["doc_id"], out["record_offset"])
                 if first != out["record_offset"]:   # the same record id twice in one file
@@ -383,14 +402,14 @@ def _decompress_to_end(stream_factory, offset: int) -> None:
                 pass
 
 
-def parse_warc_file(path: str, limits: IngestConfig = IngestConfig()) -> FileResult:
+def parse_warc_file(path: str, limits: IngestConfig = IngestConfig(), takedowns: TakedownList | None = None) -> FileResult:
     """Parse a local path or fsspec URL (``s3://``, ``https://``). Raises only if it cannot be opened."""
     def opener():
         return fsspec.open(path, "rb").open()
 
     with opener() as raw:
         stream = _HashingReader(raw)
-        result = parse_warc_stream(stream, path, limits)
+        result = parse_warc_stream(stream, path, limits, takedowns)
         while stream.read(1 << 20):  # finish the digest if fastwarc stopped early
             pass
         result.bytes_read, result.sha256 = stream.count, stream.sha.hexdigest()
@@ -420,11 +439,11 @@ def summary_row(path: str, result: FileResult) -> dict:
 
 
 def parse_files_to_batches(paths: Iterable[str], limits: IngestConfig = IngestConfig(),
-                           batch_rows: int = 256) -> Iterator[pa.RecordBatch]:
+                           batch_rows: int = 256, takedowns: TakedownList | None = None) -> Iterator[pa.RecordBatch]:
     """Parse files one after another; yield :data:`ROW_SCHEMA` batches of at most ``batch_rows``."""
     for path in paths:
         try:
-            result = parse_warc_file(path, limits)
+            result = parse_warc_file(path, limits, takedowns)
         except (OSError, ValueError) as exc:  # e.g. a listed object that is gone: a row, not a crash
             result = FileResult(rows=[{"kind": "quarantine", "source_file": path, "record_offset": 0,
                                        "warc_filename": os.path.basename(path.rstrip("/")),

@@ -315,6 +315,22 @@ def commit(table_uri: str, schema_json: str, partition_by: Sequence[str], adds: 
     return True
 
 
+def vacuum(table_uri: str, *, lineage: Lineage | None = None) -> list[str]:
+    """Delete every file under the local table's folder that its latest version does not reference
+    (removed files and files no commit ever took alike: delta-rs's full vacuum, zero retention;
+    ``_delta_log`` and other names starting with ``_`` stay). Returns the deleted paths, relative to
+    the table root. Earlier versions can no longer be read afterwards (time travel ends here). The
+    VACUUM commits carry ``lineage`` like every other commit."""
+    from deltalake import DeltaTable
+    from deltalake.transaction import CommitProperties
+
+    root = local_path(table_uri) or table_uri
+    props = CommitProperties(custom_metadata={"crawlake.operation": "VACUUM",
+                                              **({LINEAGE_FIELD: lineage.to_json()} if lineage else {})})
+    return DeltaTable(root).vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False, full=True,
+                                   commit_properties=props)
+
+
 def remove_files(table_root: str, files: Iterable[DataFile]) -> None:
     """Delete ``files`` (relative to ``table_root``, local or an fsspec URL) where they exist."""
     for f in files:

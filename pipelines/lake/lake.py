@@ -65,6 +65,9 @@ DEFAULT_PROPERTIES = (("delta.checkpointInterval", "10"),)
 #: Delta's session conf whose value Spark's commands (MERGE, DELETE, ALTER TABLE, OPTIMIZE) write
 #: as their commit info's ``userMetadata``.
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+#: Delta's guard against a VACUUM retention shorter than ``delta.deletedFileRetentionDuration``
+#: (7 days); :meth:`Lake.purge` lifts it only while its zero-retention VACUUM runs.
+RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 
 
 def sql_string(value: str) -> str:
@@ -371,6 +374,53 @@ class Lake:
         keys = self.spark.createDataFrame([(v,) for v in values], f"`{column}` string")
         extra = " AND ".join(f"t.`{c}` = {sql_string(v)}" for c, v in (where or {}).items()) or None
         self.delete_matching(spec, keys, (column,), extra)
+
+    # -- physical removal ----------------------------------------------------------------------------
+    def purge(self, spec: TableSpec) -> int | None:
+        """Remove from storage every byte of ``spec``'s table that its latest version no longer
+        holds (``crawlake forget --purge``): files whose deleted rows deletion vectors only mark
+        are rewritten first (``REORG TABLE ... APPLY (PURGE)``, where the table has the feature),
+        then every file the latest version does not reference is deleted (VACUUM with zero
+        retention, by the engine that owns the table: deltalake's full vacuum, or Spark's VACUUM
+        with ``spark.databricks.delta.retentionDurationCheck.enabled`` false only while it runs).
+        Earlier versions cannot be read afterwards. Returns the files deleted (None where Spark
+        vacuumed: it does not say); None on a missing table. The log (``_delta_log``) is kept."""
+        if not self.exists(spec):
+            return None
+        engine = self.writer(spec)
+        self._record(spec, engine)
+        if engine == "deltalake":   # such a table has no deletion vectors (commits.writable)
+            return len(commits.vacuum(self._local(spec), lineage=self.lineage))
+        target = f"delta.`{self.location(spec)}`" if self.cfg.mode == "path" else self.location(spec)
+        features = self._delta(spec).detail().select("tableFeatures").first()[0] or []
+        with self._user_metadata():
+            if "deletionVectors" in features:
+                self.spark.sql(f"REORG TABLE {target} APPLY (PURGE)")
+            saved = self.spark.conf.get(RETENTION_CHECK_CONF, None)
+            self.spark.conf.set(RETENTION_CHECK_CONF, "false")
+            try:
+                self.spark.sql(f"VACUUM {target} RETAIN 0 HOURS")
+            finally:
+                if saved is None:
+                    self.spark.conf.unset(RETENTION_CHECK_CONF)
+                else:
+                    self.spark.conf.set(RETENTION_CHECK_CONF, saved)
+        return None
+
+    def remove_staging(self) -> bool:
+        """Delete ``<root>/_staging`` (files tasks staged for Spark-published tables that a killed
+        run left behind; a finished stage removes its own). Only while no run writes the lake.
+        Returns whether there was one."""
+        folder = f"{self.root.rstrip('/')}/_staging"
+        if "://" in folder:
+            import fsspec
+
+            fs, _, (path,) = fsspec.get_fs_token_paths(folder)
+            found = fs.exists(path)
+        else:
+            found = Path(folder).exists()
+        _remove_tree(folder)
+        return found
 
     # -- Spark DataFrame writes ----------------------------------------------------------------------
     @staticmethod

@@ -19,6 +19,7 @@ from schemas.catalog import (
     GOLD_TOKEN_SEQUENCES,
     OPS_CLICKS_INGEST_LOG,
     OPS_INGEST_LOG,
+    OPS_TAKEDOWNS,
     SILVER_CLICK_FEATURES,
     SILVER_CLICK_VOCAB,
     SILVER_DEDUP_INDEX,
@@ -30,7 +31,8 @@ from schemas.catalog import (
 
 #: ``crawlake run``: WARC/WET files to training tables, in this order.
 PIPELINE: tuple[Stage, ...] = (
-    Stage("ingest", "pipelines.stages.ingest", (), (BRONZE_DOCUMENTS, BRONZE_QUARANTINE, OPS_INGEST_LOG),
+    # ops.takedowns: the takedown list it applies (crawlake forget)
+    Stage("ingest", "pipelines.stages.ingest", (OPS_TAKEDOWNS,), (BRONZE_DOCUMENTS, BRONZE_QUARANTINE, OPS_INGEST_LOG),
           "WARC/WET files (ingest.input) to documents and quarantined records"),
     Stage("dedup", "pipelines.stages.dedup", (BRONZE_DOCUMENTS,),
           (SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS, SILVER_DEDUP_INDEX),

@@ -13,6 +13,11 @@ doc_id uniqueness, and the lake replaces the files' rows in each table in one co
 (:mod:`pipelines.lake`). A file whose size and mtime match its log entry is skipped; a changed
 file is read again and its rows replaced. A run killed anywhere therefore ends, after a re-run, with each
 file's records present exactly once.
+
+Takedowns: the requests of ``ops.takedowns`` (``crawlake forget``) are read once per run on the
+driver and handed to the tasks, whose kernel turns every record a request names into a
+``taken_down`` quarantine row without text (:mod:`pipelines.kernels.takedown`), so a removed page
+never comes back, from a re-ingested, changed or new file. The notes count them (``taken_down``).
 """
 
 from __future__ import annotations
@@ -34,12 +39,13 @@ from pyspark.sql import functions as F
 from rich.console import Console
 
 from pipelines.config import IngestConfig
+from pipelines.kernels.takedown import TakedownList
 from pipelines.kernels.warc import duplicate_detail, parse_files_to_batches
 from pipelines.lake import Rows, Staging, sql_list
 from pipelines.lake.commits import part_name, source_key
 from pipelines.lake.files import TableFiles, Target, collect_staged
 from pipelines.stage import StageContext, StageResult
-from schemas.catalog import BRONZE_DOCUMENTS, BRONZE_QUARANTINE, OPS_INGEST_LOG
+from schemas.catalog import BRONZE_DOCUMENTS, BRONZE_QUARANTINE, OPS_INGEST_LOG, OPS_TAKEDOWNS
 
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".warc.wet.gz", ".arc.gz")
 LISTING_SUFFIXES = (".paths.gz", ".paths")
@@ -104,7 +110,7 @@ def _fingerprint(path: str) -> tuple[int, float]:
 
 
 def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[int, float]],
-                  committed_at: dict[str, datetime], limits: IngestConfig) -> dict[str, dict]:
+                  committed_at: dict[str, datetime], limits: IngestConfig, takedowns: TakedownList) -> dict[str, dict]:
     """Parse, audit and publish one commit batch of files; returns each file's summary.
 
     Tasks (one per file, largest first) parse, stage and audit each file's documents and
@@ -117,7 +123,7 @@ def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[i
     # which copy of a repeated record is kept: the lake's, then the earlier-committed file's, then by name
     precedence = sorted(files, key=lambda f: (f not in committed_at, committed_at.get(f) or _EPOCH, f))
     with ctx.staging(OUTPUTS) as staging:
-        task = partial(_write_partition, limits=limits, targets=staging.targets)
+        task = partial(_write_partition, limits=limits, targets=staging.targets, takedowns=takedowns)
         rows = _one_task_per_file(spark, files).mapInArrow(task, "source_file string, detail string").collect()
         summaries = {r.source_file: json.loads(r.detail) for r in rows}
         staging.add(summaries.values())
@@ -206,9 +212,10 @@ OUTPUTS = {"documents": BRONZE_DOCUMENTS, "quarantine": BRONZE_QUARANTINE}
 REWRITE_CHUNK_ROWS = 20_000
 
 
-def _write_partition(batches, *, limits: IngestConfig, targets: dict[str, Target]):
-    """A task: parse each file and stage its documents and quarantine rows as one Parquet file
-    each (named by the file's source key; validated with their suites); yields one
+def _write_partition(batches, *, limits: IngestConfig, targets: dict[str, Target], takedowns: TakedownList):
+    """A task: parse each file (records ``takedowns`` names become ``taken_down`` rows) and stage
+    its documents and quarantine rows as one Parquet file each (named by the file's source key;
+    validated with their suites); yields one
     ``(source_file, detail)`` row per file, ``detail`` the kernel's summary JSON plus the files'
     report (``staged``, ``audits``)."""
     for batch in batches:
@@ -216,7 +223,7 @@ def _write_partition(batches, *, limits: IngestConfig, targets: dict[str, Target
         for path in batch.column("path").to_pylist():
             summary = None
             with TableFiles(targets, part_name(path)) as out:
-                for rows in parse_files_to_batches([path], limits):
+                for rows in parse_files_to_batches([path], limits, takedowns=takedowns):
                     kinds = rows.column("kind")
                     summary = summary or next((json.loads(d) for d in
                                                rows.filter(pc.equal(kinds, "summary")).column("detail").to_pylist()), None)
@@ -268,11 +275,15 @@ def run(ctx: StageContext) -> StageResult:
     todo = [f for f in files if committed.get(f) != prints[f]]
     console = Console(stderr=True)
     limits = cfg   # the kernel takes the ingest section as it is
+    # the takedown list, read once here: a small ledger, handed to every task as it is
+    takedowns = TakedownList.from_rows(ctx.lake.rows(OPS_TAKEDOWNS, ["takedown_id", "requested_at", "urls",
+                                                                     "url_prefixes", "domains", "doc_ids"]))
 
     summaries: dict[str, dict] = {}
     started = time.perf_counter()
     for start in range(0, len(todo), cfg.files_per_commit):
-        summaries.update(_ingest_files(ctx, todo[start:start + cfg.files_per_commit], prints, committed_at, limits))
+        summaries.update(_ingest_files(ctx, todo[start:start + cfg.files_per_commit], prints, committed_at, limits,
+                                       takedowns))
         if cfg.progress:
             elapsed = max(time.perf_counter() - started, 1e-9)
             records = sum(s["records"] for s in summaries.values())
@@ -288,8 +299,9 @@ def run(ctx: StageContext) -> StageResult:
 def _notes(files: list[str], todo: list[str], summaries: dict[str, dict]) -> dict[str, object]:
     """The stage notes. Every record read is counted once:
     ``records == documents + sum(skipped_by_type) + sum(quarantined_by_reason)`` (duplicates are
-    the ``duplicate_record`` part of the quarantined); ``damage_by_reason`` counts the quarantine
-    rows that stand for a damaged file rather than a record."""
+    the ``duplicate_record`` part of the quarantined, ``taken_down`` the records a takedown kept
+    out); ``damage_by_reason`` counts the quarantine rows that stand for a damaged file rather
+    than a record."""
     total = {name: Counter() for name in ("skipped", "quarantined_by_reason", "damage", "content_type_source")}
     for s in summaries.values():
         for name, counts in total.items():
@@ -302,6 +314,7 @@ def _notes(files: list[str], todo: list[str], summaries: dict[str, dict]) -> dic
         "skipped_by_type": dict(sorted(total["skipped"].items())),
         "quarantined_by_reason": dict(sorted(total["quarantined_by_reason"].items())),
         "duplicates": sum(s["duplicates"] for s in summaries.values()),
+        "taken_down": total["quarantined_by_reason"]["taken_down"],
     }
     if total["damage"]:
         notes["damage_by_reason"] = dict(sorted(total["damage"].items()))

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from schemas import catalog
-from schemas.catalog import ALL_TABLES, CLICK_TABLES, TABLES, WARC_FLOW_TABLES, TableSpec
+from schemas.catalog import ALL_TABLES, CLICK_TABLES, TABLES, TAKEDOWN_TABLES, WARC_FLOW_TABLES, TableSpec
 from schemas.expectations import between, not_null, unique
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,6 +102,13 @@ def _spark_literals() -> dict:
             ("sha256", _STR, True), ("run_id", _STR, False), ("documents", _LONG, False),
             ("quarantined", _LONG, False), ("skipped", _LONG, False), ("committed_at", _TS, False),
             ("records", _LONG, True), ("duplicates", _LONG, True)),
+        "ops.takedowns": _s(
+            ("takedown_id", _STR, False), ("requested_at", _TS, False), ("run_id", _STR, False),
+            ("reason", _STR, False), ("urls", ArrayType(_STR, True), False),
+            ("url_prefixes", ArrayType(_STR, True), False), ("domains", ArrayType(_STR, True), False),
+            ("doc_ids", ArrayType(_STR, True), False), ("documents", _LONG, False),
+            ("removed", MapType(_STR, _LONG), False), ("duplicates_kept_out", ArrayType(_STR, True), False),
+            ("purge", _BOOL, False)),
         "bronze.clicks": _s(
             ("row_key", _STR, False), ("source_file", _STR, False), ("line_number", _LONG, False),
             ("day", _INT, True), ("ingest_time", _TS, False), ("label", _INT, False),
@@ -122,9 +129,9 @@ def _spark_literals() -> dict:
     }
 
 
-def test_the_catalog_lists_the_19_tables_once():
-    assert len(ALL_TABLES) == 19 == len(TABLES) == len(set(TABLES))
-    assert ALL_TABLES == WARC_FLOW_TABLES + CLICK_TABLES
+def test_the_catalog_lists_the_20_tables_once():
+    assert len(ALL_TABLES) == 20 == len(TABLES) == len(set(TABLES))
+    assert ALL_TABLES == WARC_FLOW_TABLES + TAKEDOWN_TABLES + CLICK_TABLES
     assert set(TABLES) == set(_spark_literals())
     assert TABLES["bronze.documents"] is catalog.BRONZE_DOCUMENTS
 
@@ -198,7 +205,7 @@ def test_import_without_pyspark():
 ENGINES = {
     "auto": {"bronze.documents", "bronze.quarantine", "silver.documents_clean", "silver.filter_decisions",
              "gold.token_sequences", "gold.document_tokens", "gold.embeddings", "ops.runs", "ops.quality",
-             "ops.ingest_log", "bronze.clicks", "bronze.clicks_quarantine", "ops.clicks_ingest_log"},
+             "ops.ingest_log", "ops.takedowns", "bronze.clicks", "bronze.clicks_quarantine", "ops.clicks_ingest_log"},
     "spark": {"silver.documents_dedup", "silver.duplicate_clusters", "silver.dedup_index", "gold.index_manifest",
               "silver.click_vocab", "silver.click_features"},
 }

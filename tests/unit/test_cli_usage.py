@@ -41,8 +41,8 @@ COMMANDS = list(_commands())
 
 def test_every_command_is_covered():
     names = {" ".join(path) for path, _ in COMMANDS}
-    assert {"run", "explain", "search", "report", "lineage", "train-tokenizer", "clicks ingest", "clicks stream",
-            "clicks features", "clicks generate"} <= names
+    assert {"run", "explain", "search", "report", "lineage", "forget", "train-tokenizer", "clicks ingest",
+            "clicks stream", "clicks features", "clicks generate"} <= names
 
 
 @pytest.mark.parametrize("path,cmd", COMMANDS, ids=[" ".join(p) for p, _ in COMMANDS])
@@ -63,6 +63,8 @@ def test_missing_argument_is_one_error_line_and_the_usage(path, cmd, capsys):
     (["lineage", "silver.nope"], "unknown table 'silver.nope'"),
     (["search", "q", "--k", "zero"], "Invalid value"),
     (["run", "--set", "dedup.treshold=0.5"], "unknown config key 'dedup.treshold'"),
+    (["forget", "--reason", "opt-out"], "name what to take down: --url, --url-prefix, --domain or --doc-id"),
+    (["forget", "--domain", "https://example.com/", "--reason", "opt-out"], "is not a host name"),
 ])
 def test_unknown_arguments_and_values(argv, message, capsys):
     assert main(argv) == 2
@@ -71,7 +73,8 @@ def test_unknown_arguments_and_values(argv, message, capsys):
 
 
 @pytest.mark.parametrize("command", [["explain", "d00"], ["search", "a query"], ["report"],
-                                     ["lineage", "bronze.documents"]])
+                                     ["lineage", "bronze.documents"],
+                                     ["forget", "--domain", "example.com", "--reason", "opt-out"]])
 def test_a_lake_root_without_tables_is_a_usage_error(command, tmp_path, capsys):
     assert main([*command, "--lake-root", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
