@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 import warnings
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -248,14 +249,19 @@ def _windows(offsets, max_tokens: int, overlap: int) -> list[tuple[int, int, int
     return out
 
 
-def plan_batches(lengths: np.ndarray, tokens_per_batch: int, max_batch_size: int) -> list[np.ndarray]:
+def plan_batches(lengths: np.ndarray, tokens_per_batch: int, max_batch_size: int,
+                 keys: Sequence[str] | None = None) -> list[np.ndarray]:
     """Group row indices into batches by token budget.
 
-    ``lengths``: int array (n,) of tokens per row. Rows are sorted longest first; a batch grows while
-    ``rows x longest row <= tokens_per_batch`` and ``rows <= max_batch_size`` (one over-long row is a
-    batch of its own). Returns index arrays covering ``range(n)`` exactly once.
+    ``lengths``: int array (n,) of tokens per row. Rows are sorted longest first, rows of equal
+    length by ``keys`` (n strings; None: by index); a batch grows while ``rows x longest row <=
+    tokens_per_batch`` and ``rows <= max_batch_size`` (one over-long row is a batch of its own).
+    Returns index arrays covering ``range(n)`` exactly once.
     """
-    order = np.argsort(-np.asarray(lengths), kind="stable")
+    if keys is None:
+        order = np.argsort(-np.asarray(lengths), kind="stable")
+    else:
+        order = np.array(sorted(range(len(lengths)), key=lambda i: (-int(lengths[i]), keys[i])), dtype=np.int64)
     batches, i, n = [], 0, len(order)
     while i < n:
         longest = max(int(lengths[order[i]]), 1)
@@ -270,6 +276,7 @@ def encode_chunks(texts: list[str], lengths: np.ndarray | None, params: EmbedPar
 
     ``lengths``: token counts used to sort and budget the batches (None = count them here); they
     need not be exact, the model's own tokenization (truncating at ``max_seq_length``) decides.
+    The same texts in any order give bit-identical vectors (on one device, compiled or not).
     Raises FloatingPointError when a vector is not finite (e.g. an fp16 overflow, or broken
     weights): a NaN vector would otherwise be written and silently never found by search.
     """
@@ -286,7 +293,9 @@ def encode_chunks(texts: list[str], lengths: np.ndarray | None, params: EmbedPar
         tok = _offsets_tokenizer(cfg.model, cfg.device, cfg.precision)
         lengths = np.array([len(e.ids) + 2 for e in tok.encode_batch(texts, add_special_tokens=False)])
     budget = cfg.tokens_per_batch or AUTO_TOKENS_PER_BATCH["cuda" if on_gpu else "cpu"]
-    batches = plan_batches(lengths, budget, cfg.max_batch_size)
+    # Ties broken by text: a batch's padded length changes a row's float rounding, so the batches
+    # must depend on which chunks came, not on the order they came in (Spark's shuffle order).
+    batches = plan_batches(lengths, budget, cfg.max_batch_size, keys=texts)
     out = np.empty((len(texts), model.get_embedding_dimension()), np.float32)
 
     def prepare(idx):

@@ -80,8 +80,10 @@ def run(ctx: StageContext) -> StageResult:
         elif n_todo:
             # Spread the new documents over every core (or GPU): a refresh often finds them in a few
             # files. Each task loads the model (seconds of CPU) first, so a few documents go to one.
+            # By doc_id, not round-robin: which documents share a task (and so a batch, which sets a
+            # vector's float rounding) then depends on the documents, not on the shuffle's order.
             tasks = min(ctx.spark.sparkContext.defaultParallelism, -(-n_todo // cfg.min_task_documents))
-            todo = todo.repartition(max(1, tasks))
+            todo = todo.repartition(max(1, tasks), "doc_id")
             task = partial(_embed_to_files, params=params, targets=staging.targets)
             staging.add(json.loads(r.detail) for r in todo.mapInArrow(task, "detail string").collect())
             staging.publish("vectors", operation="embed")

@@ -32,6 +32,35 @@ def test_plan_batches_covers_every_row_once_within_the_token_budget():
     assert len(plan_batches(np.array([10_000]), 512, 8)) == 1  # an over-long row is its own batch
 
 
+def test_rows_of_equal_length_are_batched_by_key_not_by_position():
+    lengths = np.array([5, 3, 3, 3, 3, 1])
+    keys = ["f", "d", "b", "c", "a", "e"]
+    batches = plan_batches(lengths, 10, 64, keys=keys)   # 5 → 2 rows, 3 → 3 rows, 1 → all
+    assert [[keys[i] for i in b] for b in batches] == [["f", "a"], ["b", "c", "d"], ["e"]]
+    perm = [5, 4, 3, 2, 1, 0]
+    again = plan_batches(lengths[perm], 10, 64, keys=[keys[i] for i in perm])
+    assert [[keys[perm[i]] for i in b] for b in again] == [["f", "a"], ["b", "c", "d"], ["e"]]
+
+
+def test_the_same_chunks_in_another_order_get_bit_identical_vectors():
+    """A row's float rounding depends on the batch it is padded with, so batches must not depend on
+    input order (Spark delivers a task's rows in shuffle order): the index's fingerprint hashes the
+    vectors' bits."""
+    from pipelines.kernels.embed import encode_chunks
+    from pipelines.kernels.warc import parse_warc_file
+
+    texts = [r["text"] for r in parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz")).rows
+             if r["kind"] == "document" and r["text"]]
+    # equal-length chunks straddling batch boundaries: first words of the pages, and their reversals
+    chunks = [" ".join(t.split()[:n]) for t in texts for n in (6, 6, 9)]
+    chunks = list(dict.fromkeys(chunks + [" ".join(reversed(c.split())) for c in chunks]))
+    params = EmbedParams(EmbedConfig(device="cpu", tokens_per_batch=96))
+    perm = np.random.default_rng(1).permutation(len(chunks))
+    first = encode_chunks(chunks, None, params)
+    again = encode_chunks([chunks[i] for i in perm], None, params)
+    assert np.array_equal(first[perm], again)
+
+
 def test_chunks_cover_the_text_in_overlapping_windows_of_at_most_the_model_length():
     text = " ".join(f"word{i}" for i in range(2000))
     params = EmbedParams(EmbedConfig(device="cpu", max_chunk_tokens=100, chunk_overlap_tokens=20))
