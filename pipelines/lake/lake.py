@@ -68,6 +68,9 @@ USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 #: Delta's guard against a VACUUM retention shorter than ``delta.deletedFileRetentionDuration``
 #: (7 days); :meth:`Lake.purge` lifts it only while its zero-retention VACUUM runs.
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+#: How many tasks Spark's VACUUM lists a table's folders with (default 10,000, sized for tables of
+#: many thousand partition folders); :meth:`Lake.purge` uses the cluster's cores while it runs.
+LISTING_PARALLELISM_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
 def sql_string(value: str) -> str:
@@ -396,16 +399,25 @@ class Lake:
         with self._user_metadata():
             if "deletionVectors" in features:
                 self.spark.sql(f"REORG TABLE {target} APPLY (PURGE)")
-            saved = self.spark.conf.get(RETENTION_CHECK_CONF, None)
-            self.spark.conf.set(RETENTION_CHECK_CONF, "false")
-            try:
+            cores = str(max(1, self.spark.sparkContext.defaultParallelism))
+            with self._session_conf({RETENTION_CHECK_CONF: "false", LISTING_PARALLELISM_CONF: cores}):
                 self.spark.sql(f"VACUUM {target} RETAIN 0 HOURS")
-            finally:
-                if saved is None:
-                    self.spark.conf.unset(RETENTION_CHECK_CONF)
-                else:
-                    self.spark.conf.set(RETENTION_CHECK_CONF, saved)
         return None
+
+    @contextmanager
+    def _session_conf(self, values: dict[str, str]) -> Iterator[None]:
+        """Spark session ``values`` only while the block runs; what the session had is restored."""
+        saved = {k: self.spark.conf.get(k, None) for k in values}
+        for k, v in values.items():
+            self.spark.conf.set(k, v)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    self.spark.conf.unset(k)
+                else:
+                    self.spark.conf.set(k, v)
 
     def remove_staging(self) -> bool:
         """Delete ``<root>/_staging`` (files tasks staged for Spark-published tables that a killed
