@@ -94,7 +94,7 @@ def main() -> None:
         return naive.encode(chunks, batch_size=32, normalize_embeddings=True, show_progress_bar=False)
 
     def run_crawlake():
-        out = encode_chunks(chunks, None, params)
+        out = encode_chunks(chunks, params)
         if device == "cuda":
             torch.cuda.synchronize()
         return out

