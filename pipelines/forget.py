@@ -18,11 +18,11 @@ lineage, the usual summary):
    (``{table: rows}``) are appended to ``ops.takedowns``, after its quality suite passed. Derived
    tables go first and ``bronze.documents`` last, so a forget that dies half way is finished by
    running it again (the deletes are idempotent; the takedown is recorded once it is done).
-2. **tokenize** (when ``gold.token_sequences`` exists) — the stage as ``crawlake run`` runs it: it
-   rebuilds ``gold.token_sequences`` and ``gold.document_tokens`` from ``silver.documents_clean``,
-   so every sequence that held a removed document's tokens (where it starts, and the sequences it
-   runs on into) is repacked without them. ``removed`` counts the sequences where a removed
-   document started.
+2. **tokenize** (when ``gold.token_sequences`` exists) — the stage as ``crawlake run`` runs it:
+   incremental, it rewrites only the sequences that held a removed document's tokens (where it
+   starts, and the sequences it runs on into), without them, and deletes those left empty
+   (:mod:`pipelines.stages.tokenize`). ``removed`` counts the sequences where a removed document
+   started.
 3. **index** (when ``gold.index_manifest`` exists) — the stage as ``crawlake run`` runs it, for the
    configured model revision: the dropped shards are rebuilt from the remaining vectors, the others
    kept. Dropped shards of other revisions stay dropped until ``crawlake run --stages index`` runs
@@ -97,9 +97,10 @@ FORGET_OUTPUTS = (*DOCUMENT_TABLES, BRONZE_QUARANTINE, GOLD_INDEX_MANIFEST, OPS_
 class TakedownResult:
     """What one ``forget`` did: its ``takedown_id`` (the ``ops.takedowns`` row) and ``run_id``
     (its ``ops.runs`` rows), the ``documents`` of ``bronze.documents`` it matched, ``removed``
-    ``{table: rows}`` (``gold.token_sequences``: sequences repacked; ``gold.index_manifest``:
-    shards dropped), ``duplicates_kept_out`` (doc_ids, see the module docstring), ``purged``
-    (tables vacuumed; empty without purge) and ``files_removed`` (other files purge deleted)."""
+    ``{table: rows}`` (``gold.token_sequences``: sequences where a removed document started;
+    ``gold.index_manifest``: shards dropped), ``duplicates_kept_out`` (doc_ids, see the module
+    docstring), ``purged`` (tables vacuumed; empty without purge) and ``files_removed`` (other
+    files purge deleted)."""
     takedown_id: str
     run_id: str
     documents: int
@@ -218,7 +219,7 @@ def _forget(ctx: StageContext, request: _Request) -> StageResult:
     keys = spark.createDataFrame([(d,) for d in ids], "doc_id string")
 
     # before the deletes: the duplicates a removed kept document leaves behind, and the
-    # sequences where a removed document starts (the tokenize step repacks them)
+    # sequences where a removed document starts (the tokenize step rewrites them)
     kept_out = sorted(r.doc_id for r in (
         lake.read(SILVER_DUPLICATE_CLUSTERS).filter(~F.col("kept"))
         .join(keys.withColumnRenamed("doc_id", "cluster_id"), "cluster_id", "left_semi")

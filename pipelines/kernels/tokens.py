@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
 
@@ -175,10 +175,13 @@ class _GroupPacker:
         return batch
 
 
-def pack_batches(batches: Iterable[pa.RecordBatch], params: TokenizeConfig) -> Iterator[pa.RecordBatch]:
+def pack_batches(batches: Iterable[pa.RecordBatch], params: TokenizeConfig,
+                 first_index: Mapping[int, int] | None = None) -> Iterator[pa.RecordBatch]:
     """``(pack_group, doc_id, text)`` batches sorted by ``(pack_group, doc_id)`` → sequences.
 
     ``params`` is the ``tokenize`` config section (``tokenizer``, ``seq_len``, ``separator_token``).
+    ``first_index``: ``{pack_group: seq_index of its first sequence}`` (0 for a group not named),
+    so that an incremental run appends after a group's existing sequences.
 
     Yields :data:`SEQUENCE_SCHEMA` batches (``input_ids``: int32[seq_len + 1] per row). A null
     text is tokenized as the empty string (it still gets its separator). Raises ValueError if
@@ -207,6 +210,7 @@ def pack_batches(batches: Iterable[pa.RecordBatch], params: TokenizeConfig) -> I
                 if packer is not None and (out := packer.flush()) is not None:
                     yield out
                 packer = _GroupPacker(group, params, sep, pad)
+                packer.index = (first_index or {}).get(group, 0)
             if (out := packer.add(doc_ids[start:stop], ids[start:stop])) is not None:
                 yield out
             start = stop
@@ -289,3 +293,68 @@ def document_rows(sequences: pa.RecordBatch) -> pa.RecordBatch:
         pc.list_flatten(sequences.column("doc_boundaries")),
         pc.take(sequences.column("tokenizer"), parents),
     ], schema=DOCUMENT_TOKENS_SCHEMA)
+
+
+def remove_documents(sequences: pa.Table, removed: Collection[str], pad_id: int) -> tuple[pa.Table, list[str]]:
+    """Cut the documents ``removed`` (doc_ids) out of packed sequences, touching only the rows
+    that hold any of their tokens.
+
+    ``sequences``: :data:`SEQUENCE_SCHEMA` rows, every row of each pack group concerned (any
+    order). Each group is walked in ``seq_index`` order: a row's first ``num_tokens`` tokens are
+    the continuation of the document that runs on from the group's previous row (at offset 0),
+    then each document of its ``doc_boundaries`` with its ``doc_num_tokens`` + 1 separator; rows
+    may be partly filled (after earlier removals). In a row holding tokens of a removed document,
+    those tokens (and the separator) are cut out, the rest shifted left in order, ``num_tokens``
+    reduced, the end padded with ``pad_id``, and the boundary lists updated.
+
+    Returns ``(rewritten rows, seq_ids of rows left without tokens)``: :data:`SEQUENCE_SCHEMA`,
+    same ``seq_id`` as before; the deleted rows are not among the rewritten ones. Raises
+    ValueError when a row's boundaries disagree with the walk (the table is inconsistent).
+    """
+    removed = set(removed)
+    table = sequences.select(SEQUENCE_SCHEMA.names).combine_chunks()
+    order = pc.sort_indices(table, [("pack_group", "ascending"), ("seq_index", "ascending")])
+    table = table.take(order)
+    ids = table.column("input_ids").chunk(0) if table.num_rows else None
+    rows = table.drop_columns(["input_ids"]).to_pylist()
+    rewritten, deleted = [], []
+    group, carry, left = None, None, 0   # the document running on into the next row, its tokens left
+    for i, row in enumerate(rows):
+        if row["pack_group"] != group:
+            group, carry, left = row["pack_group"], None, 0
+        n = row["num_tokens"]
+        owners: list[tuple[str, int, int]] = []   # (doc_id, start, stop) in this row
+        pos = 0
+        if left:
+            take = min(left, n)
+            owners.append((carry, 0, take))
+            pos, left = take, left - take
+        for offset, doc_id, length in zip(row["doc_boundaries"], row["doc_ids"], row["doc_num_tokens"]):
+            if offset != pos or left:
+                raise ValueError(f"sequence {row['seq_id']}: document {doc_id} starts at {offset}, "
+                                 f"the walk of its group reaches {pos}")
+            take = min(length + 1, n - pos)
+            owners.append((doc_id, pos, pos + take))
+            pos += take
+            carry, left = doc_id, length + 1 - take
+        if pos != n:
+            raise ValueError(f"sequence {row['seq_id']}: {n} tokens, its documents account for {pos}")
+        if not any(doc_id in removed for doc_id, _, _ in owners):
+            continue
+        tokens = ids[i].values.to_numpy(zero_copy_only=False)
+        keep = np.zeros(len(tokens), bool)
+        for doc_id, start, stop in owners:
+            keep[start:stop] = doc_id not in removed
+        kept = tokens[keep]
+        if not len(kept):
+            deleted.append(row["seq_id"])
+            continue
+        before = np.cumsum(keep) - keep   # kept tokens before each position: the new offsets
+        starts = [k for k, d in enumerate(row["doc_ids"]) if d not in removed]
+        out = np.full(len(tokens), pad_id, np.int32)
+        out[:len(kept)] = kept
+        rewritten.append({**row, "input_ids": out.tolist(), "num_tokens": len(kept),
+                          "doc_boundaries": [int(before[row["doc_boundaries"][k]]) for k in starts],
+                          "doc_ids": [row["doc_ids"][k] for k in starts],
+                          "doc_num_tokens": [row["doc_num_tokens"][k] for k in starts]})
+    return pa.Table.from_pylist(rewritten, schema=SEQUENCE_SCHEMA), deleted

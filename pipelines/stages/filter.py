@@ -31,7 +31,7 @@ tables are replaced (``replace=ALL``). The notes say which: ``mode`` (``full`` |
 and ``full_because`` (:mod:`pipelines.incremental`), with ``stage_config_hash``, which
 ``ops.runs.notes`` keeps for the next run. A later stage that reads ``silver.documents_clean``
 incrementally passes ``upstream=("filter",)`` to :func:`pipelines.incremental.plan` to rebuild in
-full after this stage did (tokenize rebuilds in full on every run today).
+full after this stage did (tokenize does).
 
 **Crashes.** ``silver.documents_clean`` is published before ``silver.filter_decisions``, and the
 decisions mark documents as decided. A run that dies between the two commits leaves clean rows of

@@ -2,20 +2,41 @@
 
 Documents are spread over ``tokenize.pack_groups`` groups by a hash of their doc_id (xxhash64,
 stable across Spark versions), sorted by doc_id inside each group and packed there by
-:func:`pipelines.kernels.tokens.pack_batches` (one Spark task per group), so the table is the same
-on every run and no data passes through the driver. Each task also derives its documents'
-``gold.document_tokens`` rows from the sequences it packed (:func:`document_rows`), so every
-document is tokenized once. The tasks stage both tables' Parquet files and the lake replaces each
-table with them in one commit (:mod:`pipelines.lake`).
+:func:`pipelines.kernels.tokens.pack_batches` (one Spark task per group), so no data passes
+through the driver. Each task also derives its documents' ``gold.document_tokens`` rows from the
+sequences it packed (:func:`document_rows`), so every document is tokenized once. The tasks stage
+both tables' Parquet files and the lake publishes each table's in one commit (:mod:`pipelines.lake`).
 
-Conservation (checked by the tests on real data): ``sum(token_sequences.num_tokens) ==
-sum(document_tokens.num_tokens) + count(document_tokens)`` (one separator after each document),
+Conservation (checked by the tests on real data, after every run): ``sum(token_sequences.num_tokens)
+== sum(document_tokens.num_tokens) + count(document_tokens)`` (one separator after each document),
 and ``count(document_tokens) == count(documents_clean)``.
 
-Every run rebuilds both tables from all of ``silver.documents_clean``, so an incremental filter run
-(:mod:`pipelines.stages.filter`) changes nothing here. When this stage becomes incremental, its
-mode comes from :func:`pipelines.incremental.plan` with ``upstream=("filter",)``, which rebuilds
-it in full after filter rebuilt in full.
+**Mode.** :func:`pipelines.incremental.plan` with ``upstream=("filter",)`` and the hash of the
+``tokenize`` section (and of the tokenizer file it names): ``--full``, the first run, a config
+change, an output written outside a finished run, or a full filter rebuild make a full run, which
+packs every document and replaces both tables (``replace=ALL``). The notes carry ``mode``,
+``full_because`` and ``stage_config_hash``.
+
+**Incremental.** The packed documents are the ``doc_ids`` of ``gold.token_sequences`` (not
+``gold.document_tokens``, whose rows ``crawlake forget`` deletes first). New documents (in
+``silver.documents_clean``, not packed) are packed as above into new sequences appended to their
+group: ``seq_index`` goes on after the group's greatest one; existing rows are not touched by
+additions, so a group's last row before the run may stay partly filled. Removed documents (packed,
+no longer clean) are cut out of the rows that hold any of their tokens, one task per group concerned
+(:func:`pipelines.kernels.tokens.remove_documents`): the row's other tokens shift left, documents
+keep their order and a document running on from the previous row stays at offset 0; a row left
+without tokens is deleted. Only the changed rows are written, each table in one commit
+(:class:`~pipelines.lake.Keys`: ``seq_id`` — new and rewritten rows, deleted rows; ``doc_id`` — new
+documents, those starting in a rewritten row with their new offset, removed ones). Untouched
+sequences keep their ``seq_id`` and content; a run with nothing new or removed commits nothing.
+Notes: ``documents_added``, ``documents_removed``, ``sequences_added``, ``sequences_rewritten``,
+``sequences_deleted``.
+
+Layout versus a full rebuild over the same documents: the same documents with the same tokens
+(each document's token stream is its tokenization plus the separator), but not the same rows:
+an incremental run's sequences are the earlier runs' rows (possibly partly filled) plus rows
+appended per group, each group's appended documents in doc_id order after the earlier ones.
+The index of a deleted group-last row is not remembered, so a later run may give it to a new row.
 """
 
 from __future__ import annotations
@@ -27,10 +48,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
-from pipelines.lake import ALL
+from pipelines import incremental
+from pipelines.lake import ALL, Keys
 from pipelines.lake.files import TableFiles, Target
 from pipelines.config import TokenizeConfig
-from pipelines.kernels.tokens import document_rows, pack_batches, separator_ids
+from pipelines.kernels.tokens import document_rows, pack_batches, remove_documents, separator_ids
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import GOLD_DOCUMENT_TOKENS, GOLD_TOKEN_SEQUENCES, SILVER_DOCUMENTS_CLEAN
 
@@ -39,33 +61,78 @@ OUTPUTS = {"sequences": GOLD_TOKEN_SEQUENCES, "documents": GOLD_DOCUMENT_TOKENS}
 COUNTS = ("documents_in", "sequences", "tokens", "documents", "document_tokens")
 
 
+def config_hash(cfg) -> str:
+    """The hash of the ``tokenize`` section and of the tokenizer file it names, if any
+    (:func:`pipelines.incremental.config_hash`)."""
+    return incremental.config_hash(cfg, ("tokenize",), [cfg.tokenize.tokenizer])
+
+
 def run(ctx: StageContext) -> StageResult:
     lake, cfg = ctx.lake, ctx.cfg.tokenize
     params = cfg   # the kernel takes the tokenize section as it is
-    separator_ids(params)  # fail on the driver, before any task, if the tokenizer is unusable
+    _, pad = separator_ids(params)  # fail on the driver, before any task, if the tokenizer is unusable
+    plan = incremental.plan(ctx, "tokenize", config_hash(ctx.cfg), tuple(OUTPUTS.values()), upstream=("filter",))
     docs = lake.read(SILVER_DOCUMENTS_CLEAN)
+    first_index: dict[int, int] = {}
+    gone: list = []
+    if not plan.full:
+        docs, gone, first_index = _increment(lake, docs)
     grouped = (docs.select("doc_id", "text")
                .withColumn("pack_group", F.pmod(F.xxhash64("doc_id"), F.lit(cfg.pack_groups)).cast("int"))
                .repartition(cfg.pack_groups, "pack_group")
                .sortWithinPartitions("pack_group", "doc_id"))
     with ctx.staging(OUTPUTS) as staging:
-        task = partial(_pack_to_files, params=params, targets=staging.targets)
+        task = partial(_pack_to_files, params=params, targets=staging.targets, first_index=first_index)
         details = [json.loads(r.detail) for r in grouped.mapInArrow(task, "detail string").collect()]
+        repacked = {"rewritten": 0, "deleted": []}
+        if gone:   # the removed documents' groups, one task each: cut them out of their sequences
+            groups = sorted({r.pack_group for r in gone})
+            held = (lake.read(GOLD_TOKEN_SEQUENCES).filter(F.col("pack_group").isin(groups))
+                    .repartition(len(groups), "pack_group"))
+            task = partial(_remove_to_files, removed=frozenset(r.doc_id for r in gone), pad=pad,
+                           targets=staging.targets)
+            cut = [json.loads(r.detail) for r in held.mapInArrow(task, "detail string").collect()]
+            details += cut
+            repacked = {"rewritten": sum(d["rewritten"] for d in cut),
+                        "deleted": sorted(s for d in cut for s in d["deleted"])}
         staging.add(details)
-        for kind in OUTPUTS:
-            staging.publish(kind, replace=ALL, operation="tokenize")
-    counts = {key: sum(d["counts"][key] for d in details) for key in COUNTS}
+        replace = {"sequences": ALL, "documents": ALL} if plan.full else {
+            "sequences": Keys("seq_id", tuple(repacked["deleted"])),
+            "documents": Keys("doc_id", tuple(sorted(r.doc_id for r in gone)))}
+        for kind in OUTPUTS:   # nothing added or removed: no commit
+            if replace[kind] == ALL or staging.files[kind] or replace[kind].also:
+                staging.publish(kind, replace=replace[kind], operation="tokenize")
+    counts = {key: sum(d["counts"][key] for d in details if "counts" in d) for key in COUNTS}
     return StageResult(
-        rows_in=counts["documents_in"], rows_out=counts["sequences"],
-        notes={"tokens": counts["tokens"], "document_tokens": counts["document_tokens"],
+        rows_in=counts["documents_in"], rows_out=counts["sequences"] + repacked["rewritten"],
+        notes={**plan.notes(), "documents_added": counts["documents"], "documents_removed": len(gone),
+               "sequences_added": counts["sequences"], "sequences_rewritten": repacked["rewritten"],
+               "sequences_deleted": len(repacked["deleted"]),
+               "tokens": counts["tokens"], "document_tokens": counts["document_tokens"],
                "separators": counts["documents"], "seq_len": cfg.seq_len, "tokenizer": cfg.tokenizer},
     )
 
 
-def _pack_to_files(batches, *, params: TokenizeConfig, targets: dict[str, Target]):
-    """A task: pack its groups' documents (:func:`pack_batches`) and stage the sequences and their
-    :func:`document_rows` as one Parquet file each for the two tables. Yields one row: JSON of the
-    counts and its staged files."""
+def _increment(lake, docs):
+    """What an incremental run does: ``(new documents, [(doc_id, pack_group)] of the removed
+    ones, {pack_group: seq_index of its next new sequence})``. The packed documents are read from
+    the sequences' ``doc_ids`` (``crawlake forget`` deletes ``gold.document_tokens`` rows before
+    this stage runs); collects to the driver only the removed documents and one row per group."""
+    seqs = lake.read(GOLD_TOKEN_SEQUENCES)
+    packed = seqs.select("pack_group", F.explode("doc_ids").alias("doc_id"))
+    keys = docs.select("doc_id")
+    gone = packed.join(keys, "doc_id", "left_anti").collect()
+    new = docs.join(packed.select("doc_id"), "doc_id", "left_anti")
+    # after the group's greatest index before this run, so this run's deletions free no index for it
+    last = seqs.groupBy("pack_group").agg(F.max("seq_index").alias("last")).collect()
+    first_index = {r.pack_group: r.last + 1 for r in last}
+    return new, gone, first_index
+
+
+def _pack_to_files(batches, *, params: TokenizeConfig, targets: dict[str, Target], first_index: dict[int, int]):
+    """A task: pack its groups' documents (:func:`pack_batches`, each group's first new sequence
+    at ``first_index``) and stage the sequences and their :func:`document_rows` as one Parquet file
+    each for the two tables. Yields one row: JSON of the counts and its staged files."""
     counts = dict.fromkeys(COUNTS, 0)
 
     def counted(batches):
@@ -74,7 +141,7 @@ def _pack_to_files(batches, *, params: TokenizeConfig, targets: dict[str, Target
             yield batch
 
     with TableFiles(targets) as files:
-        for seqs in pack_batches(counted(batches), params):
+        for seqs in pack_batches(counted(batches), params, first_index):
             files.write("sequences", seqs)
             files.write("documents", document_rows(seqs))
             counts["sequences"] += seqs.num_rows
@@ -82,3 +149,18 @@ def _pack_to_files(batches, *, params: TokenizeConfig, targets: dict[str, Target
             counts["documents"] += len(pc.list_flatten(seqs.column("doc_ids")))
             counts["document_tokens"] += pc.sum(pc.list_flatten(seqs.column("doc_num_tokens"))).as_py() or 0
     yield pa.RecordBatch.from_pydict({"detail": [json.dumps({"counts": counts, **files.report()})]})
+
+
+def _remove_to_files(batches, *, removed: frozenset, pad: int, targets: dict[str, Target]):
+    """A task: every sequence of its groups in, the ``removed`` documents cut out
+    (:func:`remove_documents`); stages the rewritten rows and the :func:`document_rows` of the
+    documents starting in them. Yields one row: JSON of the rewritten count, the seq_ids of rows
+    left empty, and its staged files."""
+    batches = list(batches)
+    rewritten, deleted = remove_documents(pa.Table.from_batches(batches), removed, pad) if batches else (None, [])
+    with TableFiles(targets) as files:
+        for batch in rewritten.to_batches() if rewritten is not None else ():
+            files.write("sequences", batch)
+            files.write("documents", document_rows(batch))
+    yield pa.RecordBatch.from_pydict({"detail": [json.dumps(
+        {"rewritten": rewritten.num_rows if rewritten is not None else 0, "deleted": deleted, **files.report()})]})

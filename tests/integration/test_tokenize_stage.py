@@ -185,8 +185,8 @@ def test_a_failed_commit_leaves_no_uncommitted_file(spark, lake, tables, monkeyp
         return publish(self, spec, *args, **kwargs)
 
     monkeypatch.setattr(Lake, "_publish_files", failing)
-    with pytest.raises(Exception, match="disk full"):
-        run_pipeline(cfg, stages=("tokenize",))
+    with pytest.raises(Exception, match="disk full"):   # --full: an unchanged input commits nothing
+        run_pipeline(cfg, stages=("tokenize",), full=("tokenize",))
     staging = Path(root) / "_staging"
     assert not staging.exists() or not any(staging.iterdir()), "a staging folder was left behind"
     if cfg.lake.mode == "path":
