@@ -24,8 +24,8 @@ date, then longest text, then smallest doc_id) picks it, so re-runs keep the sam
 cluster row carries the MinHash estimate of its Jaccard similarity to the kept document.
 
 The first run, or the first after a setting that shapes the decisions changed (n-gram, num_perm,
-seed, threshold, verify, keep; recorded in the index's ``params``), decides on all of
-``bronze.documents`` and overwrites the three tables. A run with no new documents writes nothing.
+seed, threshold, verify, keep; recorded in the index's ``params``), or one that ``crawlake run
+--full`` names, decides on all of ``bronze.documents`` and overwrites the three tables. A run with no new documents writes nothing.
 Each write is a MERGE on keys; the index is written first and ``silver.documents_dedup`` (which
 marks kept documents as decided) last, so a run that dies between them is redone by the next one.
 The index holds kept documents only, so a newcomer similar only to a removed document is not
@@ -144,14 +144,19 @@ def connected_components(edges: DataFrame, max_iterations: int, driver_max_edges
 
 # -- what this run works on ---------------------------------------------------------------------
 
-def _incremental(lake: Lake, params: str) -> bool:
-    """True when an index exists and was built with exactly these settings."""
-    if not lake.exists(SILVER_DEDUP_INDEX):
-        return False
+def _full_because(ctx: StageContext, params: str) -> str | None:
+    """Why this run rebuilds in full, or None for an incremental run: ``--full`` named dedup,
+    there is no (or an empty) index, or the index was built with other settings."""
+    if ctx.forced_full("dedup"):
+        return "--full"
+    if not ctx.lake.exists(SILVER_DEDUP_INDEX):
+        return "first run"
     # Every row has the same params (a full run overwrites the whole index, an incremental one
     # adds rows with its own, equal, params), so one row tells; an empty index means a full run.
-    row = lake.read(SILVER_DEDUP_INDEX).select("params").limit(1).first()
-    return row is not None and row.params == params
+    row = ctx.lake.read(SILVER_DEDUP_INDEX).select("params").limit(1).first()
+    if row is None:
+        return "first run"
+    return None if row.params == params else "dedup config changed"
 
 
 def _new_documents(lake: Lake, incremental: bool) -> DataFrame:
@@ -287,15 +292,18 @@ def _with_cluster_sizes(lake: Lake, rows: DataFrame) -> DataFrame:
 def run(ctx: StageContext) -> StageResult:
     """Deduplicate the bronze documents no earlier run decided on (all of them on a full run).
 
+    A full run (``crawlake run --full dedup``, the first run, or other dedup settings than the
+    index was built with) decides every bronze document again and overwrites the three tables.
     Returns rows_in = documents decided on, rows_out = those kept, and notes: mode (full |
-    incremental), new_documents, signatures_computed (documents the MinHash kernel hashed: the new
+    incremental), full_because (why full, or None), new_documents, signatures_computed (documents the MinHash kernel hashed: the new
     exact survivors), bands_x_rows, verified, exact_removed and near_removed (this run's).
     Raises RuntimeError when connected components do not converge in ``dedup.max_iterations``.
     """
     lake, cfg = ctx.lake, ctx.cfg.dedup
     bands, rows = lsh_bands_rows(cfg)
     params = index_params(cfg, bands, rows)
-    incremental = _incremental(lake, params)
+    full_because = _full_because(ctx, params)
+    incremental = full_because is None
     order = keep_order(cfg.keep)
     keep_cols = [c for c in dict.fromkeys(item.split()[0] for item in cfg.keep) if c != "doc_id"]
 
@@ -303,7 +311,7 @@ def run(ctx: StageContext) -> StageResult:
     new = _new_documents(lake, incremental).withColumn("text_hash", _text_hash("text")).localCheckpoint()
     rows_in = new.count()
     if incremental and rows_in == 0:
-        return _result(lake, "incremental", 0, 0, 0, bands, rows, cfg, 0, 0)
+        return _result(None, 0, 0, 0, bands, rows, cfg, 0, 0)
 
     # Kept documents of earlier runs (none for a full run). A new document is never its own old
     # copy (a run that died after writing the index is redone).
@@ -328,7 +336,7 @@ def run(ctx: StageContext) -> StageResult:
                           F.lit(params).alias("params")))
     _publish(ctx, incremental, kept_new.drop("text_hash"), clusters, index_rows)
 
-    result = _result(lake, "incremental" if incremental else "full", rows_in, kept_new.count(), hashed.value,
+    result = _result(full_because, rows_in, kept_new.count(), hashed.value,
                      bands, rows, cfg, exact_rows.filter(~F.col("kept")).count(),
                      near_rows.filter(~F.col("kept")).count())
     signatures.unpersist()
@@ -361,11 +369,12 @@ def _write(lake: Lake, incremental: bool, kept_docs: DataFrame, clusters: DataFr
         lake.overwrite(SILVER_DEDUP_INDEX, index_rows, replace_schema=True)
 
 
-def _result(lake: Lake, mode: str, rows_in: int, rows_out: int, hashed: int, bands: int, rows: int,
+def _result(full_because: str | None, rows_in: int, rows_out: int, hashed: int, bands: int, rows: int,
             cfg: DedupConfig, exact_removed: int, near_removed: int) -> StageResult:
     return StageResult(
         rows_in=rows_in, rows_out=rows_out,
-        notes={"mode": mode, "new_documents": rows_in, "signatures_computed": hashed,
+        notes={"mode": "incremental" if full_because is None else "full", "full_because": full_because,
+               "new_documents": rows_in, "signatures_computed": hashed,
                "bands_x_rows": f"{bands}x{rows}", "verified": cfg.verify,
                "exact_removed": exact_removed, "near_removed": near_removed},
     )

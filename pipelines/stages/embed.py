@@ -11,18 +11,22 @@ and vectors of documents that left ``silver.documents_clean`` are deleted, so a 
 new embeds nothing. The tasks stage their vectors as files and the lake appends them in one commit
 (Dask: one commit per ``commit_rows`` vectors as results arrive), so a killed or retried run
 resumes where the last commit left it and never duplicates a vector; another model's or
-revision's vectors stay beside them. ``embed.refresh: false`` re-embeds every document of this
-revision.
+revision's vectors stay beside them. Every document of this revision is embedded again, its old
+vectors deleted first, on ``embed.refresh: false``, ``crawlake run --full embed``, or when the
+chunking or precision differ from what the revision's last run recorded (:func:`vector_config_hash`),
+so one revision's vectors never mix two chunkings; the notes say why (``full_because``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from functools import partial
 
 import pyarrow as pa
 from pyspark.sql import functions as F
 
+from pipelines import incremental
 from pipelines.kernels.embed import EmbedParams, embed_batch
 from pipelines.lake import sql_string
 from pipelines.lake.files import TableFiles, Target
@@ -46,6 +50,32 @@ def upgrade_schema(lake) -> None:
         lake.overwrite(GOLD_EMBEDDINGS, old, replace_schema=True)
 
 
+def vector_config_hash(params: EmbedParams) -> str:
+    """16 hex digits over what shapes a revision's vectors beyond the model: the chunking
+    (``chunk_overlap_tokens``, ``max_chunk_tokens``) and ``precision``. Device, batch sizes,
+    ``compile`` and the engine leave a vector's values as they are (to float rounding)."""
+    shaping = [params.model_label, params.model_revision, params.config.chunk_overlap_tokens,
+               params.config.max_chunk_tokens, params.config.precision]
+    return hashlib.sha256(json.dumps(shaping).encode()).hexdigest()[:16]
+
+
+def _full_because(ctx: StageContext, params: EmbedParams, vectors_hash: str) -> str | None:
+    """Why this run embeds every document again, or None to embed only the new ones:
+    ``embed.refresh: false``, ``--full`` naming embed, or another :func:`vector_config_hash` than
+    the last successful run of this model revision recorded (a run before the hash was recorded
+    counts as the same)."""
+    if not ctx.cfg.embed.refresh:
+        return "embed.refresh: false"
+    if ctx.forced_full("embed"):
+        return "--full"
+    mine = [r["notes"] for r in incremental.succeeded_runs(ctx) if r["stage"] == "embed"
+            and (r["notes"].get("model"), r["notes"].get("revision")) == (params.model_label, params.model_revision)
+            and r["notes"].get("vector_config_hash")]
+    if mine and mine[-1]["vector_config_hash"] != vectors_hash:
+        return "embed config changed"
+    return None
+
+
 def _embed_to_files(batches, *, params: EmbedParams, targets: dict[str, Target]):
     """A task: embed its documents' chunks and stage the vectors as one Parquet file. Yields one
     row: JSON of its staged files."""
@@ -61,11 +91,13 @@ def run(ctx: StageContext) -> StageResult:
     revision = {"model": params.model_label, "model_revision": params.model_revision}
     upgrade_schema(lake)
     docs = lake.read(SILVER_DOCUMENTS_CLEAN).select("doc_id", "text")
-    if cfg.refresh:
+    vectors_hash = vector_config_hash(params)
+    full_because = _full_because(ctx, params, vectors_hash)
+    if full_because is None:
         have = lake.read(GOLD_EMBEDDINGS).filter(revision_predicate(params)).select("doc_id").distinct()
         gone = [r.doc_id for r in have.join(docs.select("doc_id"), "doc_id", "left_anti").collect()]
         lake.delete_rows(GOLD_EMBEDDINGS, "doc_id", gone, where=revision)
-    else:   # every document again: this revision's vectors go first
+    else:   # every document again: this revision's vectors go first, so no two configs mix
         have = lake.spark.createDataFrame([], "doc_id string")
         gone = []
         lake.delete_rows(GOLD_EMBEDDINGS, "model_revision", [params.model_revision], where={"model": params.model_label})
@@ -90,6 +122,8 @@ def run(ctx: StageContext) -> StageResult:
     out = lake.read(GOLD_EMBEDDINGS).filter(revision_predicate(params))
     return StageResult(
         rows_in=n_docs, rows_out=out.count(),
-        notes={"model": params.model_label, "revision": params.model_revision, "engine": cfg.engine,
+        notes={"mode": "incremental" if full_because is None else "full", "full_because": full_because,
+               "vector_config_hash": vectors_hash,
+               "model": params.model_label, "revision": params.model_revision, "engine": cfg.engine,
                "documents_embedded": n_todo, "documents_unchanged": n_docs - n_todo, "documents_removed": len(gone)},
     )

@@ -4,7 +4,7 @@ The configured model revision's vectors are split into ``index.shards`` shards b
 ``pmod(xxhash64(doc_id), shards)`` (a document's chunks stay together). Each shard's content
 fingerprint (row count and an order-free sum of row hashes, with the index parameters) is compared
 with the manifest: only shards whose rows or parameters changed, or whose files are gone, are
-rebuilt, one Spark task each (``applyInArrow``). A task builds the shard, tunes its search effort
+rebuilt (every shard under ``crawlake run --full index``), one Spark task each (``applyInArrow``). A task builds the shard, tunes its search effort
 (ef_search or nprobe) until recall@10 against exact search reaches ``index.target_recall`` on a
 sample of its own vectors (:func:`~pipelines.kernels.index.tune_search`), and writes ``<dir>/shard-NNNNN-<fp>.faiss`` and
 its row map ``.ids.parquet`` (doc_id, chunk_id, char_start, char_end in index-id order). The
@@ -115,7 +115,8 @@ def run(ctx: StageContext) -> StageResult:
 
     root = cfg.lake.root
 
-    keep = {s: old[s] for s, fp in fingerprints.items() if s in old and old[s]["fingerprint"] == fp
+    full = ctx.forced_full("index")   # crawlake run --full index: every shard rebuilt, fingerprints aside
+    keep = {s: old[s] for s, fp in fingerprints.items() if not full and s in old and old[s]["fingerprint"] == fp
             and exists(shard_uri(root, old[s]["path"]))}
     todo = sorted(set(fingerprints) - set(keep))
     built = []
@@ -144,7 +145,8 @@ def run(ctx: StageContext) -> StageResult:
     _remove_unlisted(directory, {shard_uri(root, e["path"]) for e in entries})
     return StageResult(
         rows_in=sum(r.n for r in sums), rows_out=sum(e["rows"] for e in entries),
-        notes={"index_type": cfg.index.type, "shards": len(entries), "shards_rebuilt": len(built),
+        notes={"mode": "full" if full else "incremental", "full_because": "--full" if full else None,
+               "index_type": cfg.index.type, "shards": len(entries), "shards_rebuilt": len(built),
                "min_tuned_recall": round(min((e["tuned_recall"] for e in entries), default=1.0), 4),
                "shards_unchanged": len(keep), "built_types": ",".join(sorted({e["index_type"] for e in entries})),
                "dir": directory},

@@ -231,6 +231,9 @@ def test_keep_policy_picks_the_kept_document_and_a_change_rebuilds(spark, tmp_pa
     tie = min(k1, k3)                                                         # k1 = k3 in length: doc_id decides
     assert kept("dedup.keep=[text_length asc]") == ("full", [tie])
     assert kept("dedup.keep=[text_length asc]") == ("incremental", [tie])     # same settings: nothing to redo
+    (forced,) = run_pipeline(lake_config(tmp_path, "dedup.keep=[text_length asc]"), stages=("dedup",), full=("dedup",))
+    assert (forced.result.notes["mode"], forced.result.notes["full_because"], forced.result.rows_in) == ("full", "--full", 4)
+    assert [r.doc_id for r in read_table(spark, tmp_path, "silver.duplicate_clusters").filter("kept").collect()] == [tie]
     sizes = read_table(spark, tmp_path, "silver.duplicate_clusters").select("cluster_size").distinct().collect()
     assert [r.cluster_size for r in sizes] == [3]
     assert read_table(spark, tmp_path, "silver.duplicate_clusters").filter(F.col("jaccard") != 1.0).count() == 0

@@ -154,6 +154,32 @@ def test_refresh_embeds_new_documents_and_drops_removed_ones(spark, lake, tmp_pa
         np.testing.assert_allclose(after[("new-doc", c)][2], before[(changed, c)][2], atol=1e-5)
 
 
+def test_full_or_a_chunking_change_embeds_every_document_again(spark, lake, tmp_path):
+    """``--full embed`` and a changed chunking re-embed the whole revision (its old vectors go
+    first, so two chunkings never mix); the same settings again embed nothing."""
+    from pipelines.runner import run_pipeline
+
+    cfg2, _ = copy_lake(spark, lake[0], tmp_path)
+    root = Path(cfg2.lake.root)
+    before = vectors(spark, root)
+    forced = run_pipeline(cfg2, stages=("embed",), full=("embed",))[-1].result
+    assert (forced.notes["mode"], forced.notes["full_because"]) == ("full", "--full")
+    assert forced.notes["documents_embedded"] == forced.rows_in > 0
+    after = vectors(spark, root)   # same settings: the same vectors, bit for bit (batch-invariant)
+    assert after.keys() == before.keys() and all(np.array_equal(after[k][2], before[k][2]) for k in before)
+
+    overlap = cfg2.model_copy(update={"embed": cfg2.embed.model_copy(update={"chunk_overlap_tokens": 8})})
+    changed = run_pipeline(overlap, stages=("embed",))[-1].result
+    assert (changed.notes["mode"], changed.notes["full_because"]) == ("full", "embed config changed")
+    assert changed.notes["documents_embedded"] == changed.rows_in
+    assert changed.notes["vector_config_hash"] != forced.notes["vector_config_hash"]
+    rechunked = vectors(spark, root)
+    spans = lambda got: {k: v[:2] for k, v in got.items()}  # noqa: E731  (char_start, char_end) per chunk
+    assert {d for d, _ in rechunked} == {d for d, _ in before} and spans(rechunked) != spans(before)
+    again = run_pipeline(overlap, stages=("embed",))[-1].result
+    assert (again.notes["mode"], again.notes["documents_embedded"]) == ("incremental", 0)
+
+
 def test_another_model_revision_writes_alongside(spark, lake, tmp_path):
     from pipelines.runner import run_pipeline
 
@@ -313,4 +339,8 @@ def test_index_rebuilds_only_the_shard_whose_documents_changed(spark, lake, inde
     # the unchanged shards are the copy's own files, not the original lake's
     paths = [shard_uri(cfg2.lake.root, r.path) for r in lake2.read(GOLD_INDEX_MANIFEST).collect()]
     assert paths and all(p.startswith(f"{cfg2.lake.root}/_index/") and Path(p).is_file() for p in paths)
+    assert removed not in {h.doc_id for h in Searcher(cfg2).search(sentence, k=10)}
+    forced = run_pipeline(cfg2, stages=("index",), full=("index",))[-1].result   # --full index: every shard
+    assert (forced.notes["mode"], forced.notes["full_because"]) == ("full", "--full")
+    assert forced.notes["shards_rebuilt"] == indexed.result.notes["shards"] and forced.notes["shards_unchanged"] == 0
     assert removed not in {h.doc_id for h in Searcher(cfg2).search(sentence, k=10)}
