@@ -52,7 +52,6 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -585,33 +584,25 @@ class DeltaRowDataset(IterableDataset):
         windows = [(lo, min(lo + window, last)) for lo in range(first + skip // window * window, last, window)]
         runs = [_runs(positions[lo:hi]) for lo, hi in windows]
 
-        def build(k: int, table: pa.Table) -> list[Any]:
-            arrays = self.decode(table)
-            n = table.num_rows
-            perm = self._window_perm(epoch, phase, int(positions[windows[k][0]]), n)
-            units = range(skip % window if k == 0 else 0, n, size)
-            if self.batch_size is None:
-                return [self.make_sample(arrays, int(perm[u])) for u in units]
-            return [self.make_batch(arrays, perm[u:u + size]) for u in units]
-
-        # A window is shuffled as a whole, so none of it can go out before all of it is read.
-        # Threads (pyarrow and numpy release the GIL) decode the blocks of the next windows and
-        # build their batches while this one's are handed out: without them a DataLoader
-        # worker stalls at every window, and the DataLoader, which takes the workers' batches
-        # in turn, with it.
+        # A window is shuffled as a whole, so none of it can go out before all of it is read. A
+        # thread pool (pyarrow releases the GIL) reads the blocks of the next windows while this
+        # one's batches are made and handed out, one at a time, so a window's first batch (an
+        # epoch's, a resume's) goes out as soon as its own blocks are read: without the pool a
+        # DataLoader worker stalls at every window, and the DataLoader, which takes the
+        # workers' batches in turn, with it.
         with ThreadPoolExecutor(max_workers=self.num_threads, thread_name_prefix="crawlake-loader") as pool:
             reader = _BlockReader(self, order, starts, runs, pool)
-            built: deque = deque()
             try:
                 for k in range(len(windows)):
-                    built.append(pool.submit(build, k, reader.window(k)))
-                    if len(built) > self.num_threads:
-                        yield from built.popleft().result()
-                while built:
-                    yield from built.popleft().result()
+                    table = reader.window(k)
+                    arrays, n = self.decode(table), table.num_rows
+                    perm = self._window_perm(epoch, phase, int(positions[windows[k][0]]), n)
+                    for u in range(skip % window if k == 0 else 0, n, size):
+                        if self.batch_size is None:
+                            yield self.make_sample(arrays, int(perm[u]))
+                        else:
+                            yield self.make_batch(arrays, perm[u:u + size])
             finally:
-                for future in built:
-                    future.cancel()
                 reader.cancel()
 
 
