@@ -25,14 +25,19 @@ from pipelines.kernels import _minhash_jit as _jit
 MERSENNE_PRIME = np.uint64((1 << 61) - 1)
 MAX_HASH = np.uint64((1 << 32) - 1)
 
-_NON_WORD = re.compile(r"[^\w\s]+", re.UNICODE)
-_SPACE = re.compile(r"\s+", re.UNICODE)
+_WORD = re.compile(r"\w+")
+
+
+def _words(text: str) -> list[str]:
+    """The runs of word characters (``\\w``, Unicode) of the NFKC, lower-cased text."""
+    return _WORD.findall(unicodedata.normalize("NFKC", text).lower())
 
 
 def normalize_text(text: str) -> str:
-    """NFKC, lower case, punctuation removed, whitespace collapsed (the exact-dedup key basis)."""
-    text = unicodedata.normalize("NFKC", text).lower()
-    return _SPACE.sub(" ", _NON_WORD.sub(" ", text)).strip()
+    """NFKC, lower case, punctuation removed, whitespace collapsed (the exact-dedup key basis):
+    the text's words joined by single spaces. One regex pass (``findall``), the same string as
+    replacing every run of non-word, non-space characters with a space and collapsing whitespace."""
+    return " ".join(_words(text))
 
 
 def text_hash(text: str) -> str:
@@ -45,8 +50,7 @@ def word_shingles(text: str, n: int = 5) -> set[bytes]:
 
     A text with fewer than ``n`` words gives one shingle (the whole text); an empty text none.
     """
-    words = normalize_text(text).split(" ")
-    words = [w for w in words if w]
+    words = _words(text)
     if not words:
         return set()
     if len(words) < n:

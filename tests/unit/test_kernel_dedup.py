@@ -89,3 +89,32 @@ def test_explicit_bands_and_rows_are_used_as_given():
         load_config(None, ["dedup.bands=14"])
     with pytest.raises(ConfigError, match="exceeds dedup.num_perm"):
         load_config(None, ["dedup.bands=15", "dedup.rows=8"])
+
+
+def test_normalized_text_is_the_two_pass_definition_on_real_and_odd_text():
+    """normalize_text's one ``findall`` pass gives exactly the string of its definition: runs of
+    non-word, non-space characters replaced by a space, whitespace collapsed, ends stripped (the
+    exact-dedup key, ``silver.dedup_index.text_hash``, must not change)."""
+    import re
+    import unicodedata
+
+    from pipelines.kernels.minhash import normalize_text
+    from pipelines.kernels.warc import parse_warc_file
+
+    def reference(text: str) -> str:
+        text = unicodedata.normalize("NFKC", text).lower()
+        return re.sub(r"\s+", " ", re.sub(r"[^\w\s]+", " ", text)).strip()
+
+    texts = [r["text"] for name in ("cc-main-2020-34-excerpt.warc.gz", "ia-heritrix-2008-example.warc.gz")
+             for r in parse_warc_file(real_file(name)).rows if r["kind"] == "document" and r["text"]]
+    rng = np.random.default_rng(0)
+    alphabet = list("aZ_9 \t\n\u00a0\u2003.,-!?'\"()\u00e9\u00df\u0130\ufb01\u4e2d\u6587\u3002\u0664\u200b\u2028\x1c")
+    texts += ["".join(rng.choice(alphabet, size=int(rng.integers(0, 40)))) for _ in range(2000)]
+    texts += ["", "  ", "...", "snake_case_word", "ﬁne Ⅻ ①"]
+    assert len(texts) > 2100
+    for text in texts:
+        assert normalize_text(text) == reference(text), repr(text)
+        words = [w for w in reference(text).split(" ") if w]
+        want = ({" ".join(words[i:i + 5]).encode() for i in range(len(words) - 4)} if len(words) >= 5
+                else {" ".join(words).encode()} if words else set())
+        assert word_shingles(text, 5) == want, repr(text)
