@@ -23,9 +23,10 @@ dropped in favour of a newcomer. Otherwise the keep rule (``dedup.keep``; defaul
 date, then longest text, then smallest doc_id) picks it, so re-runs keep the same one. Each
 cluster row carries the MinHash estimate of its Jaccard similarity to the kept document.
 
-The first run, or the first after a setting that shapes the decisions changed (n-gram, num_perm,
+The first run, the first after a setting that shapes the decisions changed (n-gram, num_perm,
 seed, threshold, verify, keep; recorded in the index's ``params``), or one that ``crawlake run
---full`` names, decides on all of ``bronze.documents`` and overwrites the three tables. A run with no new documents writes nothing.
+--full`` names, decides on all of ``bronze.documents`` and overwrites the three tables. A run
+with no new documents writes nothing.
 Each write is a MERGE on keys; the index is written first and ``silver.documents_dedup`` (which
 marks kept documents as decided) last, so a run that dies between them is redone by the next one.
 The index holds kept documents only, so a newcomer similar only to a removed document is not
@@ -295,8 +296,9 @@ def run(ctx: StageContext) -> StageResult:
     A full run (``crawlake run --full dedup``, the first run, or other dedup settings than the
     index was built with) decides every bronze document again and overwrites the three tables.
     Returns rows_in = documents decided on, rows_out = those kept, and notes: mode (full |
-    incremental), full_because (why full, or None), new_documents, signatures_computed (documents the MinHash kernel hashed: the new
-    exact survivors), bands_x_rows, verified, exact_removed and near_removed (this run's).
+    incremental), full_because (why full, or None), new_documents, signatures_computed (documents
+    the MinHash kernel hashed: the new exact survivors), bands_x_rows, verified, exact_removed and
+    near_removed (this run's).
     Raises RuntimeError when connected components do not converge in ``dedup.max_iterations``.
     """
     lake, cfg = ctx.lake, ctx.cfg.dedup

@@ -4,9 +4,10 @@ The configured model revision's vectors are split into ``index.shards`` shards b
 ``pmod(xxhash64(doc_id), shards)`` (a document's chunks stay together). Each shard's content
 fingerprint (row count and an order-free sum of row hashes, with the index parameters) is compared
 with the manifest: only shards whose rows or parameters changed, or whose files are gone, are
-rebuilt (every shard under ``crawlake run --full index``), one Spark task each (``applyInArrow``). A task builds the shard, tunes its search effort
-(ef_search or nprobe) until recall@10 against exact search reaches ``index.target_recall`` on a
-sample of its own vectors (:func:`~pipelines.kernels.index.tune_search`), and writes ``<dir>/shard-NNNNN-<fp>.faiss`` and
+rebuilt (every shard under ``crawlake run --full index``), one Spark task each
+(``applyInArrow``). A task builds the shard, tunes its search effort (ef_search or nprobe) until
+recall@10 against exact search reaches ``index.target_recall`` on a sample of its own vectors
+(:func:`~pipelines.kernels.index.tune_search`), and writes ``<dir>/shard-NNNNN-<fp>.faiss`` and
 its row map ``.ids.parquet`` (doc_id, chunk_id, char_start, char_end in index-id order). The
 manifest rows of this revision are then replaced in one commit, and files no manifest row names
 any more are removed. The manifest records a shard's path relative to the lake root when it lies
