@@ -11,8 +11,9 @@ file's documents and quarantine rows as Parquet files named by the file's source
 ``bronze.documents`` suite on them; the driver sets aside records repeated across files, checks
 doc_id uniqueness, and the lake replaces the files' rows in each table in one commit
 (:mod:`pipelines.lake`). A file whose size and mtime match its log entry is skipped; a changed
-file is read again and its rows replaced. A run killed anywhere therefore ends, after a re-run, with each
-file's records present exactly once.
+file, or every input file under ``crawlake run --full ingest``, is read again and its rows
+replaced. A run killed anywhere therefore ends, after a re-run, with each file's records present
+exactly once.
 
 Takedowns: the requests of ``ops.takedowns`` (``crawlake forget``) are read once per run on the
 driver and handed to the tasks, whose kernel turns every record a request names into a
@@ -272,7 +273,8 @@ def run(ctx: StageContext) -> StageResult:
     committed = {r["source_file"]: (r["size_bytes"], r["mtime"]) for r in log}
     committed_at = {r["source_file"]: r["committed_at"] for r in log}
     prints = {f: _fingerprint(f) for f in files}
-    todo = [f for f in files if committed.get(f) != prints[f]]
+    full = ctx.forced_full("ingest")   # crawlake run --full ingest: every input file read again
+    todo = files if full else [f for f in files if committed.get(f) != prints[f]]
     console = Console(stderr=True)
     limits = cfg   # the kernel takes the ingest section as it is
     # the takedown list, read once here: a small ledger, handed to every task as it is
@@ -291,7 +293,8 @@ def run(ctx: StageContext) -> StageResult:
             console.print(f"ingest: {len(files) - len(todo) + len(summaries)}/{len(files)} files, {records:,} records, "
                           f"{records / elapsed:,.0f} records/s, {mbytes / elapsed:,.1f} MB/s", highlight=False)
 
-    notes = _notes(files, todo, summaries)
+    notes = {"mode": "full" if full else "incremental", "full_because": "--full" if full else None,
+             **_notes(files, todo, summaries)}
     return StageResult(rows_in=notes["records"], rows_out=notes["documents"],
                        rows_quarantined=sum(s["quarantined"] for s in summaries.values()), notes=notes)
 

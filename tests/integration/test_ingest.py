@@ -76,6 +76,10 @@ def test_changed_file_is_reingested_replacing_its_rows(spark, tmp_path, capsys):
     assert "1/1 files" in capsys.readouterr().err and len(doc_ids(spark, root)) == 134
     (again,) = run_pipeline(ingest_cfg(root, [str(warc)]), stages=("ingest",))
     assert again.result.notes["files_skipped"] == 1 and len(doc_ids(spark, root)) == 134
+    (forced,) = run_pipeline(ingest_cfg(root, [str(warc)]), stages=("ingest",), full=("ingest",))
+    assert (forced.result.notes["mode"], forced.result.notes["full_because"]) == ("full", "--full")
+    assert forced.result.notes["files_skipped"] == 0 and forced.result.rows_out == 134   # read again, replaced
+    assert len(doc_ids(spark, root)) == 134
     data = warc.read_bytes()
     warc.write_bytes(data[: len(data) // 2])            # the file changes: fewer records
     os.utime(warc, (time.time() + 10, time.time() + 10))
