@@ -36,6 +36,13 @@ from pipelines.stage import StageContext
 from schemas.catalog import OPS_RUNS, TableSpec
 
 
+def mode_notes(full_because: str | None) -> dict[str, str | None]:
+    """A run's ``mode`` notes: ``{"mode": "full", "full_because": reason}`` when ``full_because``
+    names why it rebuilt in full, else ``{"mode": "incremental", "full_because": None}``; what
+    :func:`plan` reads back of an upstream stage's runs."""
+    return {"mode": "incremental" if full_because is None else "full", "full_because": full_because}
+
+
 @dataclass(frozen=True)
 class Plan:
     """How a stage runs: ``full`` (rebuild every output from all of its input) with the reason in
@@ -46,8 +53,7 @@ class Plan:
 
     def notes(self) -> dict[str, str | None]:
         """``{"mode": "full" | "incremental", "full_because": reason or None, "stage_config_hash": hash}``."""
-        return {"mode": "full" if self.full else "incremental", "full_because": self.because,
-                "stage_config_hash": self.config_hash}
+        return {**mode_notes(self.because if self.full else None), "stage_config_hash": self.config_hash}
 
 
 def config_hash(cfg, sections: Sequence[str], files: Iterable[str] = ()) -> str:

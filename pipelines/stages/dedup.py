@@ -44,7 +44,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import DoubleType, StringType
 
-from pipelines import quality
+from pipelines import incremental, quality
 from pipelines.config import DedupConfig
 from pipelines.kernels import graph
 from pipelines.kernels.minhash import (
@@ -375,8 +375,7 @@ def _result(full_because: str | None, rows_in: int, rows_out: int, hashed: int, 
             cfg: DedupConfig, exact_removed: int, near_removed: int) -> StageResult:
     return StageResult(
         rows_in=rows_in, rows_out=rows_out,
-        notes={"mode": "incremental" if full_because is None else "full", "full_because": full_because,
-               "new_documents": rows_in, "signatures_computed": hashed,
+        notes={**incremental.mode_notes(full_because), "new_documents": rows_in, "signatures_computed": hashed,
                "bands_x_rows": f"{bands}x{rows}", "verified": cfg.verify,
                "exact_removed": exact_removed, "near_removed": near_removed},
     )

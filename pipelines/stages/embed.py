@@ -122,8 +122,7 @@ def run(ctx: StageContext) -> StageResult:
     out = lake.read(GOLD_EMBEDDINGS).filter(revision_predicate(params))
     return StageResult(
         rows_in=n_docs, rows_out=out.count(),
-        notes={"mode": "incremental" if full_because is None else "full", "full_because": full_because,
-               "vector_config_hash": vectors_hash,
+        notes={**incremental.mode_notes(full_because), "vector_config_hash": vectors_hash,
                "model": params.model_label, "revision": params.model_revision, "engine": cfg.engine,
                "documents_embedded": n_todo, "documents_unchanged": n_docs - n_todo, "documents_removed": len(gone)},
     )

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 from pyspark.sql import functions as F
 
-from pipelines import quality
+from pipelines import incremental, quality
 from pipelines.config import Config, IndexConfig
 from pipelines.kernels.embed import EmbedParams
 from pipelines.stage import StageContext, StageResult
@@ -146,8 +146,7 @@ def run(ctx: StageContext) -> StageResult:
     _remove_unlisted(directory, {shard_uri(root, e["path"]) for e in entries})
     return StageResult(
         rows_in=sum(r.n for r in sums), rows_out=sum(e["rows"] for e in entries),
-        notes={"mode": "full" if full else "incremental", "full_because": "--full" if full else None,
-               "index_type": cfg.index.type, "shards": len(entries), "shards_rebuilt": len(built),
+        notes={**incremental.mode_notes("--full" if full else None), "index_type": cfg.index.type, "shards": len(entries), "shards_rebuilt": len(built),
                "min_tuned_recall": round(min((e["tuned_recall"] for e in entries), default=1.0), 4),
                "shards_unchanged": len(keep), "built_types": ",".join(sorted({e["index_type"] for e in entries})),
                "dir": directory},

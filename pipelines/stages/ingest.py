@@ -39,6 +39,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from rich.console import Console
 
+from pipelines import incremental
 from pipelines.config import IngestConfig
 from pipelines.kernels.takedown import TakedownList
 from pipelines.kernels.warc import duplicate_detail, parse_files_to_batches
@@ -293,8 +294,7 @@ def run(ctx: StageContext) -> StageResult:
             console.print(f"ingest: {len(files) - len(todo) + len(summaries)}/{len(files)} files, {records:,} records, "
                           f"{records / elapsed:,.0f} records/s, {mbytes / elapsed:,.1f} MB/s", highlight=False)
 
-    notes = {"mode": "full" if full else "incremental", "full_because": "--full" if full else None,
-             **_notes(files, todo, summaries)}
+    notes = {**incremental.mode_notes("--full" if full else None), **_notes(files, todo, summaries)}
     return StageResult(rows_in=notes["records"], rows_out=notes["documents"],
                        rows_quarantined=sum(s["quarantined"] for s in summaries.values()), notes=notes)
 
