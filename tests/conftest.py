@@ -10,6 +10,14 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 REAL_DATA = Path(os.environ.get("CRAWLAKE_REAL_DATA", REPO.parent / "shared" / "data"))
 
+#: JVM options of the drivers that tests start as subprocesses (``crawlake run``, ``crawlake-submit``:
+#: Spark's launcher reads ``SPARK_SUBMIT_OPTS``): C1 only. Each lives seconds to a few minutes on
+#: a few hundred rows, where C2 spends more CPU compiling than its code saves, and on 2 cores that
+#: CPU is the suite's time. The session JVM of :func:`spark` (the whole run) keeps both tiers.
+#: Set ``SPARK_SUBMIT_OPTS`` (even empty) to choose otherwise.
+SUBPROCESS_JVM_OPTS = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SUBPROCESS_JVM_OPTS)
+
 
 def real_file(name: str) -> str:
     """Absolute path of a file in the real test data folder; fails the test if it is missing."""
@@ -31,7 +39,14 @@ def spark(tmp_path_factory):
     catalog = catalog_settings(LakeConfig(root=str(metastore), mode="catalog", catalog="spark_catalog", schema="t"))
     cfg = load_config("local", ["spark.conf.spark.sql.shuffle.partitions=2", "spark.conf.spark.default.parallelism=2",
                                 *(f"spark.conf.{k}={v}" for k, v in catalog.items())])
-    session = get_spark(cfg.spark)
+    ours = os.environ.get("SPARK_SUBMIT_OPTS") == SUBPROCESS_JVM_OPTS
+    if ours:   # the session JVM keeps both JIT tiers
+        del os.environ["SPARK_SUBMIT_OPTS"]
+    try:
+        session = get_spark(cfg.spark)
+    finally:
+        if ours:
+            os.environ["SPARK_SUBMIT_OPTS"] = SUBPROCESS_JVM_OPTS
     yield session
     session.stop()
 
