@@ -10,12 +10,15 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 REAL_DATA = Path(os.environ.get("CRAWLAKE_REAL_DATA", REPO.parent / "shared" / "data"))
 
-#: JVM options of the drivers that tests start as subprocesses (``crawlake run``, ``crawlake-submit``:
-#: Spark's launcher reads ``SPARK_SUBMIT_OPTS``): C1 only. Each lives seconds to a few minutes on
-#: a few hundred rows, where C2 spends more CPU compiling than its code saves, and on 2 cores that
-#: CPU is the suite's time. The session JVM of :func:`spark` (the whole run) keeps both tiers.
-#: Set ``SPARK_SUBMIT_OPTS`` (even empty) to choose otherwise.
-SUBPROCESS_JVM_OPTS = "-XX:TieredStopAtLevel=1"
+#: JVM options of the tests' Spark drivers (Spark's launcher reads ``SPARK_SUBMIT_OPTS``), for a
+#: suite that is CPU-bound on 2 cores. All use the throughput collector: G1's concurrent threads
+#: take CPU from the work. The drivers tests start as subprocesses (``crawlake run``,
+#: ``crawlake-submit``), each living seconds to a few minutes on a few hundred rows, also compile
+#: with C1 only: there C2 spends more CPU compiling than its code saves. The session JVM of
+#: :func:`spark` lives the whole run and keeps both tiers. Set ``SPARK_SUBMIT_OPTS`` (even empty)
+#: to choose otherwise.
+SESSION_JVM_OPTS = "-XX:+UseParallelGC"
+SUBPROCESS_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SUBPROCESS_JVM_OPTS)
 
 
@@ -40,8 +43,8 @@ def spark(tmp_path_factory):
     cfg = load_config("local", ["spark.conf.spark.sql.shuffle.partitions=2", "spark.conf.spark.default.parallelism=2",
                                 *(f"spark.conf.{k}={v}" for k, v in catalog.items())])
     ours = os.environ.get("SPARK_SUBMIT_OPTS") == SUBPROCESS_JVM_OPTS
-    if ours:   # the session JVM keeps both JIT tiers
-        del os.environ["SPARK_SUBMIT_OPTS"]
+    if ours:
+        os.environ["SPARK_SUBMIT_OPTS"] = SESSION_JVM_OPTS
     try:
         session = get_spark(cfg.spark)
     finally:
