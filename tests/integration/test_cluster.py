@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ENGINE_SETTINGS, ENGINE_WARCS, REPO, SUBPROCESS_JVM_OPTS, real_file, wait_for
+from conftest import ENGINE_SETTINGS, ENGINE_WARCS, REPO, real_file, wait_for
 
 from pipelines.lake import read as lake_read
 from schemas.catalog import TABLES
@@ -71,7 +71,7 @@ def submit(cluster, *args: str, log: Path) -> subprocess.Popen:
         del env[key]
     cmd = [str(Path(sys.executable).parent / "crawlake-submit"), "--master", cluster.master_url,
            "--conf", "spark.executor.memory=1g",
-           "--conf", f"spark.executor.extraJavaOptions={SUBPROCESS_JVM_OPTS}",   # as the driver's (conftest)
+           "--conf", f"spark.executor.extraJavaOptions={env['SPARK_SUBMIT_OPTS']}",   # the driver's (conftest)
            "jobs/run_all.py",
            "--input", f"s3://{BUCKET}/crawl/*.gz", *args,
            *(a for s in ENGINE_SETTINGS for a in ("--set", s)),
