@@ -42,14 +42,10 @@ def spark(tmp_path_factory):
     catalog = catalog_settings(LakeConfig(root=str(metastore), mode="catalog", catalog="spark_catalog", schema="t"))
     cfg = load_config("local", ["spark.conf.spark.sql.shuffle.partitions=2", "spark.conf.spark.default.parallelism=2",
                                 *(f"spark.conf.{k}={v}" for k, v in catalog.items())])
-    ours = os.environ.get("SPARK_SUBMIT_OPTS") == SUBPROCESS_JVM_OPTS
-    if ours:
-        os.environ["SPARK_SUBMIT_OPTS"] = SESSION_JVM_OPTS
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        if os.environ["SPARK_SUBMIT_OPTS"] == SUBPROCESS_JVM_OPTS:
+            mp.setenv("SPARK_SUBMIT_OPTS", SESSION_JVM_OPTS)
         session = get_spark(cfg.spark)
-    finally:
-        if ours:
-            os.environ["SPARK_SUBMIT_OPTS"] = SUBPROCESS_JVM_OPTS
     yield session
     session.stop()
 
