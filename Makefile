@@ -7,8 +7,11 @@ PY := $(VENV)/bin/python
 JARS_DIR := .jars
 STAMPS := .stamps
 LAKE ?= lake
-# pip keeps its download cache (torch is large) in the user's cache dir between virtualenvs.
 PIP := $(PY) -m pip --disable-pip-version-check
+# uv resolves and installs what pip would, several times faster (a fresh clone's set-up is mostly
+# this install); it keeps its cache (torch is large) in the user's cache dir between virtualenvs.
+# Bytecode compiled up front, as pip does: otherwise every process compiles what it imports.
+UV := $(PY) -m uv pip --python $(PY)
 
 .PHONY: setup run report test test-fast jars chromium peers clean distclean
 
@@ -17,8 +20,9 @@ setup: $(STAMPS)/venv $(STAMPS)/jars chromium
 $(STAMPS)/venv: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH" >&2; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip setuptools wheel
-	$(PIP) install -q -e '.[dev,mlflow]'
+	$(PIP) install -q 'uv>=0.9,<1'
+	$(UV) install -q --upgrade pip setuptools wheel
+	$(UV) install -q --compile-bytecode -e '.[dev,mlflow]'
 	@mkdir -p $(STAMPS) && touch $@
 
 # Delta's jars, S3A with the AWS SDK, and crawlake's S3 log store (scripts/s3-logstore), resolved

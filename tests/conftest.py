@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -100,28 +102,59 @@ REAL_LAKE_INPUTS = ("cc-main-2020-34-excerpt.warc.gz", "ia-heritrix-2008-example
 RENAMED_COPY = "cc-main-2020-34-excerpt-renamed.warc.gz"
 
 
-@pytest.fixture(scope="session")
-def submitted_lake(tmp_path_factory) -> tuple[Path, list[str]]:
-    """The real archives of :data:`REAL_LAKE_INPUTS` plus :data:`RENAMED_COPY` (a byte copy of the
-    excerpt in another folder: ingest keeps one file's pages and quarantines the other's as
-    ``duplicate_record``) through ``crawlake-submit jobs/run_all.py`` as the README types it,
-    with no PYSPARK_* variable exported. Read by test_pipeline and test_clean_exit; returns
-    (lake root, the input paths)."""
+def _start_submitted(base: Path):
+    """Start :func:`submitted_lake`'s ``crawlake-submit`` in its own process group, output in
+    ``base/submit.log``; returns (process, lake root, input paths, log)."""
     import shutil
-    import subprocess
     import sys
 
-    base = tmp_path_factory.mktemp("submitted")
     copy = base / "crawl-copy" / RENAMED_COPY
     copy.parent.mkdir()
     shutil.copyfile(real_file(REAL_LAKE_INPUTS[0]), copy)
     inputs = [*map(real_file, REAL_LAKE_INPUTS), str(copy)]
-    root = base / "lake"
+    root, log = base / "lake", base / "submit.log"
     cmd = [str(Path(sys.executable).parent / "crawlake-submit"), "jobs/run_all.py",
            "--input", *inputs, "--lake-root", str(root)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    return proc, root, inputs, log
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _early_lakes(request, tmp_path_factory):
+    """Lakes that a subprocess builds, started before the first test when a collected test needs
+    them: the unit tier runs in one Python process and leaves a core idle, which the build uses.
+    ``{fixture name: what its start returned}``; every process still running at the end of the
+    session is killed (its process group)."""
+    wanted = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
+    started = {}
+    if "submitted_lake" in wanted:
+        started["submitted_lake"] = _start_submitted(tmp_path_factory.mktemp("submitted"))
+    yield started
+    for proc, *_ in started.values():
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def submitted_lake(_early_lakes, tmp_path_factory) -> tuple[Path, list[str]]:
+    """The real archives of :data:`REAL_LAKE_INPUTS` plus :data:`RENAMED_COPY` (a byte copy of the
+    excerpt in another folder: ingest keeps one file's pages and quarantines the other's as
+    ``duplicate_record``) through ``crawlake-submit jobs/run_all.py`` as the README types it,
+    with no PYSPARK_* variable exported (started by :func:`_early_lakes`). Read by test_pipeline,
+    test_clean_exit and test_forget; returns (lake root, the input paths)."""
+    if "submitted_lake" not in _early_lakes:   # a test that asked for it late (getfixturevalue)
+        _early_lakes["submitted_lake"] = _start_submitted(tmp_path_factory.mktemp("submitted"))
+    proc, root, inputs, log = _early_lakes["submitted_lake"]
+    try:
+        proc.wait(timeout=1200)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"crawlake-submit did not finish in 1200 s:\n{log.read_text()[-5000:]}")
+    assert proc.returncode == 0, log.read_text()[-8000:]
     return root, inputs
 
 
@@ -208,7 +241,6 @@ def wait_for(predicate, proc, log: Path, what: str, *, timeout_s: float, poll_s:
     """Poll ``predicate`` every ``poll_s`` seconds while the subprocess ``proc`` (its own process
     group, output in ``log``) runs: fail the test if it exits first, or kill its group and fail
     after ``timeout_s`` seconds; the failure shows the end of ``log``."""
-    import signal
     import time
 
     deadline = time.monotonic() + timeout_s
