@@ -11,7 +11,7 @@ PIP := $(PY) -m pip --disable-pip-version-check
 # uv resolves and installs what pip would, several times faster (a fresh clone's set-up is mostly
 # this install); it keeps its cache (torch is large) in the user's cache dir between virtualenvs.
 # Bytecode compiled up front, as pip does: otherwise every process compiles what it imports.
-UV := $(PY) -m uv pip --python $(PY)
+UV := $(PY) -m uv pip
 
 .PHONY: setup run report test test-fast jars chromium peers clean distclean
 
@@ -21,8 +21,8 @@ $(STAMPS)/venv: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH" >&2; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q 'uv>=0.9,<1'
-	$(UV) install -q --upgrade pip setuptools wheel
-	$(UV) install -q --compile-bytecode -e '.[dev,mlflow]'
+	$(UV) install -q --python $(PY) --upgrade pip setuptools wheel
+	$(UV) install -q --python $(PY) --compile-bytecode -e '.[dev,mlflow]'
 	@mkdir -p $(STAMPS) && touch $@
 
 # Delta's jars, S3A with the AWS SDK, and crawlake's S3 log store (scripts/s3-logstore), resolved
