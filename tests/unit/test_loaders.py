@@ -380,7 +380,8 @@ def test_torchrun_two_processes_read_disjoint_halves(table, tmp_path):
     script, out = tmp_path / "read.py", tmp_path / "ranks.json"
     script.write_text(TORCHRUN_SCRIPT)
     torchrun = Path(sys.executable).parent / "torchrun"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    # TMPDIR: torchrun's own scratch folder (torchelastic_*) goes with the test's, not left in /tmp
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
     proc = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node", "2", str(script), table, str(out)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
