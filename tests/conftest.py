@@ -123,32 +123,26 @@ def _start_submitted(base: Path):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _early_lakes(request, tmp_path_factory):
-    """Lakes that a subprocess builds, started before the first test when a collected test needs
-    them: the unit tier runs in one Python process and leaves a core idle, which the build uses.
-    ``{fixture name: what its start returned}``; every process still running at the end of the
-    session is killed (its process group)."""
-    wanted = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
-    started = {}
-    if "submitted_lake" in wanted:
-        started["submitted_lake"] = _start_submitted(tmp_path_factory.mktemp("submitted"))
-    yield started
-    for proc, *_ in started.values():
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+def _submitted_build(request, tmp_path_factory):
+    """:func:`submitted_lake`'s build, started before the first test when a collected test needs
+    the lake (None otherwise): the unit tier runs in one Python process and leaves a core idle,
+    which the build uses. Killed (its process group) if still running when the session ends."""
+    needed = any("submitted_lake" in getattr(item, "fixturenames", ()) for item in request.session.items)
+    build = _start_submitted(tmp_path_factory.mktemp("submitted")) if needed else None
+    yield build
+    if build and build[0].poll() is None:
+        os.killpg(build[0].pid, signal.SIGKILL)
+        build[0].wait()
 
 
 @pytest.fixture(scope="session")
-def submitted_lake(_early_lakes, tmp_path_factory) -> tuple[Path, list[str]]:
+def submitted_lake(_submitted_build) -> tuple[Path, list[str]]:
     """The real archives of :data:`REAL_LAKE_INPUTS` plus :data:`RENAMED_COPY` (a byte copy of the
     excerpt in another folder: ingest keeps one file's pages and quarantines the other's as
     ``duplicate_record``) through ``crawlake-submit jobs/run_all.py`` as the README types it,
-    with no PYSPARK_* variable exported (started by :func:`_early_lakes`). Read by test_pipeline,
-    test_clean_exit and test_forget; returns (lake root, the input paths)."""
-    if "submitted_lake" not in _early_lakes:   # a test that asked for it late (getfixturevalue)
-        _early_lakes["submitted_lake"] = _start_submitted(tmp_path_factory.mktemp("submitted"))
-    proc, root, inputs, log = _early_lakes["submitted_lake"]
+    with no PYSPARK_* variable exported (started by :func:`_submitted_build`). Read by
+    test_pipeline, test_clean_exit and test_forget; returns (lake root, the input paths)."""
+    proc, root, inputs, log = _submitted_build
     try:
         proc.wait(timeout=1200)
     except subprocess.TimeoutExpired:
