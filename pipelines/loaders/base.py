@@ -584,26 +584,45 @@ class DeltaRowDataset(IterableDataset):
         windows = [(lo, min(lo + window, last)) for lo in range(first + skip // window * window, last, window)]
         runs = [_runs(positions[lo:hi]) for lo, hi in windows]
 
+        def batches(k: int, table: pa.Table) -> Iterator[Any]:
+            arrays, n = self.decode(table), table.num_rows
+            perm = self._window_perm(epoch, phase, int(positions[windows[k][0]]), n)
+            for u in range(skip % window if k == 0 else 0, n, size):
+                if self.batch_size is None:
+                    yield self.make_sample(arrays, int(perm[u]))
+                else:
+                    yield self.make_batch(arrays, perm[u:u + size])
+
         # A window is shuffled as a whole, so none of it can go out before all of it is read. A
-        # thread pool (pyarrow releases the GIL) reads the blocks of the next windows while this
-        # one's batches are made and handed out, one at a time, so a window's first batch (an
-        # epoch's, a resume's) goes out as soon as its own blocks are read: without the pool a
-        # DataLoader worker stalls at every window, and the DataLoader, which takes the
-        # workers' batches in turn, with it.
-        with ThreadPoolExecutor(max_workers=self.num_threads, thread_name_prefix="crawlake-loader") as pool:
+        # thread pool (pyarrow releases the GIL) reads the blocks of the next windows ahead:
+        # without it a DataLoader worker stalls at every window, and the DataLoader, which takes
+        # the workers' batches in turn, with it. The first window's batches are made one at a
+        # time, so the first batch (an epoch's, a resume's) waits only for its own blocks. Once
+        # it is out, a thread makes each next window's batches whole while the current ones are
+        # handed out: held here until sent, their shared-memory pages are freed by this worker,
+        # not by the main process, which is the loader's serial consumer (and batches made in
+        # one run cost the worker less CPU than batches made between sends).
+        with ThreadPoolExecutor(max_workers=self.num_threads, thread_name_prefix="crawlake-loader") as pool, \
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="crawlake-batches") as maker:
             reader = _BlockReader(self, order, starts, runs, pool)
+            ahead: Future | None = None
             try:
                 for k in range(len(windows)):
-                    table = reader.window(k)
-                    arrays, n = self.decode(table), table.num_rows
-                    perm = self._window_perm(epoch, phase, int(positions[windows[k][0]]), n)
-                    for u in range(skip % window if k == 0 else 0, n, size):
-                        if self.batch_size is None:
-                            yield self.make_sample(arrays, int(perm[u]))
-                        else:
-                            yield self.make_batch(arrays, perm[u:u + size])
+                    items = iter(ahead.result() if ahead is not None else batches(k, reader.window(k)))
+                    first = next(items, _END)
+                    if first is not _END:
+                        yield first
+                    ahead = (maker.submit(lambda j=k + 1: list(batches(j, reader.window(j))))
+                             if k + 1 < len(windows) else None)
+                    yield from items
             finally:
+                if ahead is not None:
+                    ahead.cancel()
                 reader.cancel()
+
+
+#: End of an iterator (``next(it, _END)``): a sample may be any value, None included.
+_END = object()
 
 
 def _split_units(n: int, size: int, workers: int) -> list[tuple[int, int]]:
