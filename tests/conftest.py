@@ -135,6 +135,27 @@ def _submitted_build(request, tmp_path_factory):
         build[0].wait()
 
 
+@pytest.fixture
+def one_thread_while_building(_submitted_build):
+    """torch and FAISS on one OpenMP thread while :func:`_submitted_build` runs, else as they
+    were: with the build busy on the other core, two OpenMP threads wait on each other at every
+    operator and a CPU-bound test takes several times longer; alone, two threads are faster."""
+    import faiss
+    import torch
+
+    if _submitted_build is None or _submitted_build[0].poll() is not None:
+        yield
+        return
+    before = torch.get_num_threads(), faiss.omp_get_max_threads()
+    torch.set_num_threads(1)
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before[0])
+        faiss.omp_set_num_threads(before[1])
+
+
 @pytest.fixture(scope="session")
 def submitted_lake(_submitted_build) -> tuple[Path, list[str]]:
     """The real archives of :data:`REAL_LAKE_INPUTS` plus :data:`RENAMED_COPY` (a byte copy of the

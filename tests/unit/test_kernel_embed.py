@@ -15,6 +15,7 @@ from pipelines.kernels.embed import (EmbedParams, ModelRef, chunk_documents, emb
                                      resolve_model)
 
 CPU = EmbedParams(EmbedConfig(device="cpu"))
+pytestmark = pytest.mark.usefixtures("one_thread_while_building")
 
 
 # -- kernel ----------------------------------------------------------------------------------------

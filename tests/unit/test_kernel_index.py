@@ -17,6 +17,7 @@ from pipelines.kernels.index import (
 )
 
 DIM = 64
+pytestmark = pytest.mark.usefixtures("one_thread_while_building")
 
 
 def unit(a: np.ndarray) -> np.ndarray:
