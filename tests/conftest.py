@@ -17,11 +17,47 @@ REAL_DATA = Path(os.environ.get("CRAWLAKE_REAL_DATA", REPO.parent / "shared" / "
 #: take CPU from the work. The drivers tests start as subprocesses (``crawlake run``,
 #: ``crawlake-submit``), each living seconds to a few minutes on a few hundred rows, also compile
 #: with C1 only: there C2 spends more CPU compiling than its code saves. The session JVM of
-#: :func:`spark` lives the whole run and keeps both tiers. Set ``SPARK_SUBMIT_OPTS`` (even empty)
-#: to choose otherwise.
+#: :func:`spark` lives the whole run and keeps both tiers. Once :data:`CLASS_ARCHIVE` exists,
+#: every driver maps Spark's and Delta's classes from it instead of loading them from the jars
+#: (:func:`_use_class_archive`). Set ``SPARK_SUBMIT_OPTS`` (even empty) to choose otherwise.
 SESSION_JVM_OPTS = "-XX:+UseParallelGC"
 SUBPROCESS_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
+OWN_JVM_OPTS = "SPARK_SUBMIT_OPTS" not in os.environ
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SUBPROCESS_JVM_OPTS)
+#: The JVM's own messages about the archive (a JVM whose class path differs, e.g. an executor,
+#: silently goes without it).
+QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def _class_archive_path() -> Path:
+    """A JDK dynamic class-data-sharing archive (AppCDS, JEP 350) of the classes a whole pipeline
+    run loads, for this checkout's jars: named by their paths, sizes and times, so a changed jar
+    gets a new archive (the JVM also refuses an archive whose jars changed)."""
+    import hashlib
+    from importlib.util import find_spec
+
+    spec = find_spec("pyspark")
+    folders = [Path(spec.origin).parent / "jars"] if spec and spec.origin else []
+    digest = hashlib.sha256()
+    for folder in (*folders, REPO / ".jars"):
+        for jar in sorted(folder.glob("*.jar")):
+            stat = jar.stat()
+            digest.update(f"{jar}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    return REPO / ".jars" / f"spark-classes-{digest.hexdigest()[:16]}.jsa"
+
+
+CLASS_ARCHIVE = _class_archive_path()
+
+
+def _use_class_archive() -> None:
+    """Drivers started from now on map :data:`CLASS_ARCHIVE` (if it exists and the options are
+    the suite's own): a cold driver's start and first jobs, mostly class loading, get shorter."""
+    opts = f"-XX:SharedArchiveFile={CLASS_ARCHIVE} {QUIET_CDS}"
+    if OWN_JVM_OPTS and CLASS_ARCHIVE.is_file() and opts not in os.environ["SPARK_SUBMIT_OPTS"]:
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{SUBPROCESS_JVM_OPTS} {opts}"
+
+
+_use_class_archive()
 
 
 def real_file(name: str) -> str:
@@ -45,8 +81,8 @@ def spark(tmp_path_factory):
     cfg = load_config("local", ["spark.conf.spark.sql.shuffle.partitions=2", "spark.conf.spark.default.parallelism=2",
                                 *(f"spark.conf.{k}={v}" for k, v in catalog.items())])
     with pytest.MonkeyPatch.context() as mp:
-        if os.environ["SPARK_SUBMIT_OPTS"] == SUBPROCESS_JVM_OPTS:
-            mp.setenv("SPARK_SUBMIT_OPTS", SESSION_JVM_OPTS)
+        if OWN_JVM_OPTS:
+            mp.setenv("SPARK_SUBMIT_OPTS", os.environ["SPARK_SUBMIT_OPTS"].replace(SUBPROCESS_JVM_OPTS, SESSION_JVM_OPTS))
         session = get_spark(cfg.spark)
     yield session
     session.stop()
@@ -116,10 +152,39 @@ def _start_submitted(base: Path):
     cmd = [str(Path(sys.executable).parent / "crawlake-submit"), "jobs/run_all.py",
            "--input", *inputs, "--lake-root", str(root)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    if OWN_JVM_OPTS and not CLASS_ARCHIVE.is_file():   # this run's classes become the archive
+        _ARCHIVING.append(CLASS_ARCHIVE.with_suffix(f".{os.getpid()}.tmp"))
+        env["SPARK_SUBMIT_OPTS"] = f"{env['SPARK_SUBMIT_OPTS']} -XX:ArchiveClassesAtExit={_ARCHIVING[0]} {QUIET_CDS}"
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     return proc, root, inputs, log
+
+
+#: The archive :func:`_start_submitted`'s driver writes at its exit (none when it exists).
+_ARCHIVING: list[Path] = []
+#: :func:`_submitted_build`'s process, for :func:`pytest_runtest_setup`.
+_BUILD: list[subprocess.Popen] = []
+
+
+def _archive_written() -> None:
+    """After the build exits: its archive (written whole: the JVM dumps it at exit) becomes
+    :data:`CLASS_ARCHIVE`, unless the build failed; drivers started from now on use it."""
+    if not _ARCHIVING or not _BUILD or _BUILD[0].poll() is None:
+        return
+    tmp = _ARCHIVING.pop()
+    if _BUILD[0].returncode == 0 and tmp.is_file():
+        os.replace(tmp, CLASS_ARCHIVE)
+        for old in CLASS_ARCHIVE.parent.glob("spark-classes-*.jsa"):   # for jars that are gone
+            if old != CLASS_ARCHIVE:
+                old.unlink(missing_ok=True)
+        _use_class_archive()
+    else:
+        tmp.unlink(missing_ok=True)
+
+
+def pytest_runtest_setup(item) -> None:
+    _archive_written()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -129,10 +194,14 @@ def _submitted_build(request, tmp_path_factory):
     which the build uses. Killed (its process group) if still running when the session ends."""
     needed = any("submitted_lake" in getattr(item, "fixturenames", ()) for item in request.session.items)
     build = _start_submitted(tmp_path_factory.mktemp("submitted")) if needed else None
+    if build:
+        _BUILD.append(build[0])
     yield build
     if build and build[0].poll() is None:
         os.killpg(build[0].pid, signal.SIGKILL)
         build[0].wait()
+    for tmp in _ARCHIVING:   # a killed build's
+        tmp.unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -170,6 +239,7 @@ def submitted_lake(_submitted_build) -> tuple[Path, list[str]]:
         os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail(f"crawlake-submit did not finish in 1200 s:\n{log.read_text()[-5000:]}")
     assert proc.returncode == 0, log.read_text()[-8000:]
+    _archive_written()
     return root, inputs
 
 
