@@ -300,12 +300,13 @@ def _token_counts(model, texts: list[str], slice_rows: int = 1024) -> np.ndarray
 
 def _pad_features(model, features: dict, length: int) -> dict:
     """``features`` (a batch from ``model.preprocess``) padded on the tokenizer's padding side to
-    ``length`` tokens: ``input_ids`` with the pad token, every other (rows, tokens) tensor with 0."""
+    ``length`` tokens: ``input_ids`` with the pad token, every other (rows, tokens) tensor with 0.
+    Always a new ``dict``."""
     import torch
 
     width = features["input_ids"].shape[1]
-    if width >= length:
-        return features
+    if width >= length:   # a plain dict either way: a BatchEncoding would make torch.compile recompile
+        return dict(features)
     tokenizer = model.tokenizer
     left = getattr(tokenizer, "padding_side", "right") == "left"
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
