@@ -345,6 +345,18 @@ def remove_files(table_root: str, files: Iterable[DataFile]) -> None:
             os.remove(full)
 
 
+def _spark_int96_as_utc(file: pq.ParquetFile) -> pa.Table:
+    """The rows of ``file`` with its INT96 timestamp columns (Spark's default encoding: UTC
+    instants, which pyarrow reads as naive) as ``timestamp[us, UTC]``, the type deltalake writes:
+    written back as read, they would be naive nanoseconds, which Spark cannot read as a timestamp."""
+    rows = file.read()
+    for column in file.schema:
+        if column.physical_type == "INT96" and column.path in rows.column_names:
+            i = rows.column_names.index(column.path)
+            rows = rows.set_column(i, column.path, rows.column(i).cast(pa.timestamp("us", tz="UTC")))
+    return rows
+
+
 def retire_rows(table_root: str, column: str, values: Sequence, partitions: Mapping[str, Sequence] | None,
                 stats_columns: Sequence[str], *, where: Mapping[str, object] | None = None) -> tuple[list[dict], list[DataFile]]:
     """What removing the rows whose ``column`` is in ``values`` (and whose columns equal ``where``'s
@@ -386,7 +398,7 @@ def retire_rows(table_root: str, column: str, values: Sequence, partitions: Mapp
                 continue
             removes.append(entry)
             if gone < probe.num_rows:
-                rows = pq.ParquetFile(path).read()
+                rows = _spark_int96_as_utc(pq.ParquetFile(path, coerce_int96_timestamp_unit="us"))
                 partition = {k[len("partition."):]: v for k, v in entry.items() if k.startswith("partition.")}
                 folder = entry["path"].rsplit("/", 1)[0] if "/" in entry["path"] else ""
                 relative = f"{folder}/{part_name()}" if folder else part_name()

@@ -113,18 +113,22 @@ def test_commit_replace_by_source_and_the_mixed_file_case(tmp_path):
     assert table.version() == 1
 
     # a file another engine wrote (no source key in its name) holding `one` and `/data/a`: the
-    # rows of `one` are retired by rewriting the file without them
+    # rows of `one` are retired by rewriting the file without them. Spark's timestamps are INT96
+    # (UTC instants that pyarrow reads as naive nanoseconds); the rewrite keeps deltalake's type.
     mixed = "part-00000-0a1b.c000.snappy.parquet"
-    f = PartFile(f"{root}/{mixed}", SCHEMA)
-    f.write(pa.table({"source_file": ["/data/a", one], "n": [8, 9], "at": [None, None]}, schema=SCHEMA))
-    f.close()
+    at = datetime(2026, 11, 25, 12, 0, 0, 123456, tzinfo=timezone.utc)
+    pq.write_table(pa.table({"source_file": ["/data/a", one], "n": [8, 9], "at": [at, None]}, schema=SCHEMA),
+                   root / mixed, use_deprecated_int96_timestamps=True)
+    assert pq.ParquetFile(root / mixed).schema.column(2).physical_type == "INT96"
     delta_files.commit(str(root), SCHEMA_JSON, (), [delta_files.describe(str(root), mixed, {}, ["source_file", "n"])])
     assert delta_files.retire_rows(str(root), "source_file", ["/zzz/three"], None, ["n"]) == ([], [])
     removes, rewritten = delta_files.retire_rows(str(root), "source_file", [one], None, ["n"])
     assert sorted(r["path"] for r in removes) == sorted([again.path, mixed]) and len(rewritten) == 1
     delta_files.commit(str(root), SCHEMA_JSON, (), rewritten, removes)
+    assert pq.read_schema(root / rewritten[0].path).field("at").type == pa.timestamp("us", tz="UTC")
     rows = DeltaTable(str(root)).to_pyarrow_table().to_pylist()
     assert sorted((r["source_file"], r["n"]) for r in rows) == [("/data/a", 8), (two, 1), (two, 2), (two, 3)]
+    assert [r["at"] for r in rows if r["n"] == 8] == [at]
     # by key with a condition: the rows of `two` whose n is 2 (a delete)
     removes, rewritten = delta_files.retire_rows(str(root), "n", [2], None, ["n"], where={"source_file": two})
     assert len(removes) == 1 and rewritten[0].num_records == 2
