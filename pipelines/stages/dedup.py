@@ -23,10 +23,17 @@ dropped in favour of a newcomer. Otherwise the keep rule (``dedup.keep``; defaul
 date, then longest text, then smallest doc_id) picks it, so re-runs keep the same one. Each
 cluster row carries the MinHash estimate of its Jaccard similarity to the kept document.
 
+Documents that left ``bronze.documents`` since they were decided (their file was re-ingested
+changed) leave the three tables at the start of an incremental run, and every cluster that held
+one is dissolved: its members still in bronze are decided again in this run (a kept one stays kept,
+from the index), as a full run over the remaining documents would decide them. A takedown
+(``crawlake forget``) removes its documents from all three tables itself, so its removed copies
+stay removed (see :mod:`pipelines.forget`).
+
 The first run, the first after a setting that shapes the decisions changed (n-gram, num_perm,
 seed, threshold, verify, keep; recorded in the index's ``params``), or one that ``crawlake run
 --full`` names, decides on all of ``bronze.documents`` and overwrites the three tables. A run
-with no new documents writes nothing.
+with no new and no removed documents writes nothing.
 Each write is a MERGE on keys; the index is written first and ``silver.documents_dedup`` (which
 marks kept documents as decided) last, so a run that dies between them is redone by the next one.
 The index holds kept documents only, so a newcomer similar only to a removed document is not
@@ -170,6 +177,28 @@ def _new_documents(lake: Lake, incremental: bool) -> DataFrame:
     return bronze.join(decided, "doc_id", "left_anti")
 
 
+def _retire_removed(lake: Lake) -> int:
+    """Take the decided documents that left ``bronze.documents`` out of the three tables and
+    dissolve every cluster that held one; returns how many documents left.
+
+    Clusters go first and ``silver.documents_dedup`` last, and the removed set is read from all
+    three tables, so a run that dies part way is finished by the next one. The dissolved clusters'
+    other members are then undecided (no longer in a cluster), or kept (still in
+    ``silver.documents_dedup`` and the index), so this run decides them again.
+    """
+    clusters = lake.read(SILVER_DUPLICATE_CLUSTERS)
+    decided = (lake.read(SILVER_DOCUMENTS_DEDUP).select("doc_id").union(clusters.select("doc_id"))
+               .union(lake.read(SILVER_DEDUP_INDEX).select("doc_id")).distinct())
+    removed = decided.join(lake.read(BRONZE_DOCUMENTS).select("doc_id"), "doc_id", "left_anti").localCheckpoint()
+    count = removed.count()
+    if count:
+        dissolved = clusters.join(removed, "doc_id", "left_semi").select("cluster_id", "method")
+        lake.delete_matching(SILVER_DUPLICATE_CLUSTERS, dissolved, on=("cluster_id", "method"))
+        lake.delete_matching(SILVER_DEDUP_INDEX, removed, on=("doc_id",))
+        lake.delete_matching(SILVER_DOCUMENTS_DEDUP, removed, on=("doc_id",))
+    return count
+
+
 def _empty(lake: Lake, spec) -> DataFrame:
     return lake.spark.createDataFrame([], spec.schema)
 
@@ -296,7 +325,9 @@ def run(ctx: StageContext) -> StageResult:
     A full run (``crawlake run --full dedup``, the first run, or other dedup settings than the
     index was built with) decides every bronze document again and overwrites the three tables.
     Returns rows_in = documents decided on, rows_out = those kept, and notes: mode (full |
-    incremental), full_because (why full, or None), new_documents, signatures_computed (documents
+    incremental), full_because (why full, or None), new_documents (decided in this run: new in
+    bronze, or members of a dissolved cluster), documents_removed (decided documents that left
+    bronze, see :func:`_retire_removed`), signatures_computed (documents
     the MinHash kernel hashed: the new exact survivors), bands_x_rows, verified, exact_removed and
     near_removed (this run's).
     Raises RuntimeError when connected components do not converge in ``dedup.max_iterations``.
@@ -309,11 +340,12 @@ def run(ctx: StageContext) -> StageResult:
     order = keep_order(cfg.keep)
     keep_cols = [c for c in dict.fromkeys(item.split()[0] for item in cfg.keep) if c != "doc_id"]
 
+    removed = _retire_removed(lake) if incremental else 0
     # Checkpointed, not cached: recomputing it after this run's writes would find nothing new.
     new = _new_documents(lake, incremental).withColumn("text_hash", _text_hash("text")).localCheckpoint()
     rows_in = new.count()
     if incremental and rows_in == 0:
-        return _result(None, 0, 0, 0, bands, rows, cfg, 0, 0)
+        return _result(None, 0, 0, 0, bands, rows, cfg, 0, 0, removed)
 
     # Kept documents of earlier runs (none for a full run). A new document is never its own old
     # copy (a run that died after writing the index is redone).
@@ -340,7 +372,7 @@ def run(ctx: StageContext) -> StageResult:
 
     result = _result(full_because, rows_in, kept_new.count(), hashed.value,
                      bands, rows, cfg, exact_rows.filter(~F.col("kept")).count(),
-                     near_rows.filter(~F.col("kept")).count())
+                     near_rows.filter(~F.col("kept")).count(), removed)
     signatures.unpersist()
     return result
 
@@ -372,10 +404,11 @@ def _write(lake: Lake, incremental: bool, kept_docs: DataFrame, clusters: DataFr
 
 
 def _result(full_because: str | None, rows_in: int, rows_out: int, hashed: int, bands: int, rows: int,
-            cfg: DedupConfig, exact_removed: int, near_removed: int) -> StageResult:
+            cfg: DedupConfig, exact_removed: int, near_removed: int, documents_removed: int) -> StageResult:
     return StageResult(
         rows_in=rows_in, rows_out=rows_out,
-        notes={**incremental.mode_notes(full_because), "new_documents": rows_in, "signatures_computed": hashed,
+        notes={**incremental.mode_notes(full_because), "new_documents": rows_in,
+               "documents_removed": documents_removed, "signatures_computed": hashed,
                "bands_x_rows": f"{bands}x{rows}", "verified": cfg.verify,
                "exact_removed": exact_removed, "near_removed": near_removed},
     )

@@ -258,3 +258,44 @@ def test_verified_incremental_run_checks_new_to_kept_pairs(spark, tmp_path):
     assert second.result.notes["signatures_computed"] == 1 and second.result.notes["near_removed"] == 1
     row = read_table(spark, tmp_path, "silver.duplicate_clusters").filter(F.col("doc_id") == _doc_id("v-near")).first()
     assert row.cluster_id == _doc_id("v-old") and not row.kept and row.method == "near"
+
+
+def test_documents_that_left_bronze_leave_dedup_and_their_clusters_are_decided_again(spark, tmp_path):
+    """A changed file re-ingested takes documents out of bronze. The next run takes them out of
+    the three tables and decides their clusters' other members again: a removed kept document's
+    copies get a new kept one, a removed copy's cluster shrinks, and the tables equal a full run's."""
+    from pipelines.runner import run_pipeline
+    from pipelines.sample import SAMPLE_PAGES
+    from pipelines.lake import Lake
+
+    first, second = [p.text for p in SAMPLE_PAGES if p.kind == "article"][:2]
+    template = {"warc_type": "response", "source_file": "test", "warc_filename": "test", "record_offset": 0,
+                "payload_bytes": 1}
+    day = lambda d: dt.datetime(2020, 1, d)  # noqa: E731
+    lake = Lake(spark, lake_config(tmp_path).lake)
+    _write_bronze(spark, lake, [
+        _bronze_row(template, "a1", first, day(1)), _bronze_row(template, "a2", first.replace(".", "!!"), day(2)),
+        _bronze_row(template, "a3", first, day(3)),                    # a1 kept, a2 and a3 copies
+        _bronze_row(template, "b1", second, day(1)), _bronze_row(template, "b2", second, day(2)),
+        _bronze_row(template, "b3", second, day(3)),                   # b1 kept, b2 and b3 copies
+        _bronze_row(template, "c1", "A different page altogether, with other words in it.", day(1))])
+    a1, a2, a3, b1, b2, b3, c1 = (_doc_id(x) for x in ("a1", "a2", "a3", "b1", "b2", "b3", "c1"))
+
+    def tables():
+        return {spec.name: {k: tuple(v[c] for c in v.__fields__ if c not in ("params",))
+                            for k, v in _rows(spark, tmp_path, spec, spec.keys).items()}
+                for spec in (SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS, SILVER_DEDUP_INDEX)}
+
+    run_pipeline(lake_config(tmp_path), stages=("dedup",))
+    assert {k[0] for k in tables()["documents_dedup"]} == {a1, b1, c1}
+    lake.delete_rows(BRONZE_DOCUMENTS, "doc_id", [a1, b3])             # as a re-ingest of their changed file does
+    (run,) = run_pipeline(lake_config(tmp_path), stages=("dedup",))
+    notes = run.result.notes
+    assert (notes["mode"], notes["documents_removed"], notes["new_documents"]) == ("incremental", 2, 3)   # a2 a3 b2
+    after = tables()
+    assert {k[0] for k in after["documents_dedup"]} == {k[0] for k in after["dedup_index"]} == {a2, b1, c1}
+    clusters = {k[0]: (r.cluster_id, r.cluster_size, r.kept) for k, r in _rows(
+        spark, tmp_path, SILVER_DUPLICATE_CLUSTERS, ("doc_id", "method")).items()}
+    assert clusters == {a2: (a2, 2, True), a3: (a2, 2, False), b1: (b1, 2, True), b2: (b1, 2, False)}
+    run_pipeline(lake_config(tmp_path), stages=("dedup",), full=("dedup",))
+    assert tables() == after
