@@ -179,7 +179,8 @@ def _new_documents(lake: Lake, incremental: bool) -> DataFrame:
 
 def _retire_removed(lake: Lake) -> int:
     """Take the decided documents that left ``bronze.documents`` out of the three tables and
-    dissolve every cluster that held one; returns how many documents left.
+    dissolve every cluster that held one (one whose kept document was taken down excepted);
+    returns how many documents left.
 
     Clusters go first and ``silver.documents_dedup`` last, and the removed set is read from all
     three tables, so a run that dies part way is finished by the next one. The dissolved clusters'
@@ -192,8 +193,14 @@ def _retire_removed(lake: Lake) -> int:
     removed = decided.join(lake.read(BRONZE_DOCUMENTS).select("doc_id"), "doc_id", "left_anti").localCheckpoint()
     count = removed.count()
     if count:
-        dissolved = clusters.join(removed, "doc_id", "left_semi").select("cluster_id", "method")
-        lake.delete_matching(SILVER_DUPLICATE_CLUSTERS, dissolved, on=("cluster_id", "method"))
+        # A cluster whose kept document was taken down has no kept row (crawlake forget deleted
+        # it): its copies stay removed, only the removed documents' own rows go.
+        on = ["cluster_id", "method"]
+        dissolved = (clusters.join(removed, "doc_id", "left_semi").select(*on)
+                     .join(clusters.filter(F.col("kept")).select(*on), on, "left_semi"))
+        rows = (clusters.join(dissolved, on, "left_semi").select("doc_id", "method")
+                .union(clusters.join(removed, "doc_id", "left_semi").select("doc_id", "method")))
+        lake.delete_matching(SILVER_DUPLICATE_CLUSTERS, rows, on=("doc_id", "method"))
         lake.delete_matching(SILVER_DEDUP_INDEX, removed, on=("doc_id",))
         lake.delete_matching(SILVER_DOCUMENTS_DEDUP, removed, on=("doc_id",))
     return count
