@@ -29,9 +29,10 @@ def _rows(spark, cfg, table: str) -> list[dict]:
     return [r.asDict() for r in read_lake(spark, cfg, table).collect()]
 
 
-def _streams(seqs: list[dict]) -> dict[str, list[int]]:
+def _streams(seqs: list[dict], seq_len: int = SEQ_LEN) -> dict[str, list[int]]:
     """Each document's tokens (separator included) read back by walking each group's sequences in
-    seq_index order; fails when a row's boundaries disagree with the walk."""
+    seq_index order; fails when a row's boundaries disagree with the walk or a row is not
+    ``seq_len + 1`` tokens long."""
     out: dict[str, list[int]] = {}
     by_group = defaultdict(list)
     for s in seqs:
@@ -49,7 +50,7 @@ def _streams(seqs: list[dict]) -> dict[str, list[int]]:
                 take = min(n + 1, len(ids) - pos)
                 out[doc] = ids[pos: pos + take]
                 pos, current, left = pos + take, doc, n + 1 - take
-            assert pos == len(ids) and len(s["input_ids"]) == SEQ_LEN + 1
+            assert pos == len(ids) and len(s["input_ids"]) == seq_len + 1
     return out
 
 
