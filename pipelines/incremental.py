@@ -90,10 +90,15 @@ def plan(ctx: StageContext, stage: str, config_hash: str, outputs: Sequence[Tabl
         if ctx.lake.version(spec) not in recorded - {None}:
             return Plan(True, f"{spec.qualified_name} changed outside a finished run", config_hash)
     for name in upstream:
-        if any(r["stage"] == name and r["notes"].get("mode") == "full" and r["started_at"] > last["started_at"]
-               for r in runs):
+        if rebuilt_since(runs, name, last["started_at"]):
             return Plan(True, f"{name} rebuilt in full", config_hash)
     return Plan(False, None, config_hash)
+
+
+def rebuilt_since(runs: list[dict], stage: str, since) -> bool:
+    """Whether a successful run of ``stage`` in ``runs`` (:func:`succeeded_runs`) rebuilt in full
+    (notes ``mode: full``) after ``since`` (a run's ``started_at``)."""
+    return any(r["stage"] == stage and r["notes"].get("mode") == "full" and r["started_at"] > since for r in runs)
 
 
 def succeeded_runs(ctx: StageContext) -> list[dict]:

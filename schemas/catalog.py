@@ -508,6 +508,9 @@ OPS_INGEST_LOG = TableSpec(
         # records read; = documents + skipped + quarantined less the file's damage rows (corrupt_file, ...)
         ("records", _LONG, True),
         ("duplicates", _LONG, True),      # of the quarantined: duplicate_record (another copy is kept)
+        # of the ingest settings that shaped the file's rows (stages.ingest.settings_hash); null:
+        # logged before it was recorded
+        ("settings_hash", _STR, True),
     ),
     keys=("source_file",),
     description="Which source files ingest has committed, so re-runs skip them.",

@@ -154,7 +154,8 @@ def connected_components(edges: DataFrame, max_iterations: int, driver_max_edges
 
 def _full_because(ctx: StageContext, params: str) -> str | None:
     """Why this run rebuilds in full, or None for an incremental run: ``--full`` named dedup,
-    there is no (or an empty) index, or the index was built with other settings."""
+    there is no (or an empty) index, the index was built with other settings, or ingest rebuilt in
+    full since dedup's last successful run."""
     if ctx.forced_full("dedup"):
         return "--full"
     if not ctx.lake.exists(SILVER_DEDUP_INDEX):
@@ -164,7 +165,12 @@ def _full_because(ctx: StageContext, params: str) -> str | None:
     row = ctx.lake.read(SILVER_DEDUP_INDEX).select("params").limit(1).first()
     if row is None:
         return "first run"
-    return None if row.params == params else "dedup config changed"
+    if row.params != params:
+        return "dedup config changed"
+    runs = incremental.succeeded_runs(ctx)
+    mine = [r["started_at"] for r in runs if r["stage"] == "dedup"]
+    # bronze texts may have changed under the same doc_ids (another extractor): decide them all again
+    return "ingest rebuilt in full" if mine and incremental.rebuilt_since(runs, "ingest", mine[-1]) else None
 
 
 def _new_documents(lake: Lake, incremental: bool) -> DataFrame:

@@ -63,16 +63,19 @@ def _full_because(ctx: StageContext, params: EmbedParams, vectors_hash: str) -> 
     """Why this run embeds every document again, or None to embed only the new ones:
     ``embed.refresh: false``, ``--full`` naming embed, or another :func:`vector_config_hash` than
     the last successful run of this model revision recorded (a run before the hash was recorded
-    counts as the same)."""
+    counts as the same), or a full ingest rebuild since that run."""
     if not ctx.cfg.embed.refresh:
         return "embed.refresh: false"
     if ctx.forced_full("embed"):
         return "--full"
-    mine = [r["notes"] for r in incremental.succeeded_runs(ctx) if r["stage"] == "embed"
+    runs = incremental.succeeded_runs(ctx)
+    mine = [r for r in runs if r["stage"] == "embed"
             and (r["notes"].get("model"), r["notes"].get("revision")) == (params.model_label, params.model_revision)
             and r["notes"].get("vector_config_hash")]
-    if mine and mine[-1]["vector_config_hash"] != vectors_hash:
+    if mine and mine[-1]["notes"]["vector_config_hash"] != vectors_hash:
         return "embed config changed"
+    if mine and incremental.rebuilt_since(runs, "ingest", mine[-1]["started_at"]):
+        return "ingest rebuilt in full"   # texts may have changed under the same doc_ids
     return None
 
 

@@ -17,8 +17,8 @@ in the input (a takedown, a re-ingested file that lost the page, a document dedu
 leave both outputs. A changed page is a new document: ``doc_id`` is the hash of the WARC-Record-ID,
 which names one capture, and dedup decides each ``doc_id`` once, so a ``doc_id``'s row in
 ``silver.documents_dedup`` does not change under an incremental dedup. (A text that changes under
-the same ``doc_id`` — a re-ingest with another extractor followed by a full dedup rebuild — is not
-seen here: run ``--full filter``.) Each table is published with
+the same ``doc_id`` comes from a re-ingest with other ingest settings, which ingest records as a
+full rebuild: this stage then rebuilds in full too, ``upstream=("ingest",)``.) Each table is published with
 :class:`~pipelines.lake.Keys`: in one commit the new documents' rows are added and the rows of
 documents that left are removed. The run costs the kernel over the new documents only, plus
 reading the three ``doc_id`` columns and the new documents' rows.
@@ -83,7 +83,7 @@ def run(ctx: StageContext) -> StageResult:
     lake = ctx.lake
     params = FilterParams.from_config(ctx.cfg.filter)   # the rules, their lists read here on the driver
     steps = params.steps()
-    plan = incremental.plan(ctx, "filter", config_hash(ctx.cfg), tuple(OUTPUTS.values()))
+    plan = incremental.plan(ctx, "filter", config_hash(ctx.cfg), tuple(OUTPUTS.values()), upstream=("ingest",))
     docs = lake.read(SILVER_DOCUMENTS_DEDUP)
     cores = ctx.spark.sparkContext.defaultParallelism
     removed: dict[str, int] | None = None

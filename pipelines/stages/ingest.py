@@ -10,9 +10,13 @@ rows, then record them in ``ops.ingest_log`` with size, mtime and sha256. Each t
 file's documents and quarantine rows as Parquet files named by the file's source key and runs the
 ``bronze.documents`` suite on them; the driver sets aside records repeated across files, checks
 doc_id uniqueness, and the lake replaces the files' rows in each table in one commit
-(:mod:`pipelines.lake`). A file whose size and mtime match its log entry is skipped; a changed
-file, or every input file under ``crawlake run --full ingest``, is read again and its rows
-replaced. A run killed anywhere therefore ends, after a re-run, with each file's records present
+(:mod:`pipelines.lake`). A file whose size, mtime and :func:`settings_hash` match its log entry
+is skipped; a changed file, one ingested under other settings (an extractor or a cap changed:
+notes ``mode: full``, ``full_because: ingest config changed``, and the later stages rebuild in full
+after it), or every input file under ``crawlake run --full ingest``, is read again and its rows
+replaced. Logged files that are not among this run's inputs and were ingested under other
+settings are counted in the notes (``files_under_other_settings``): their rows stay as they were
+until a run reads them. A run killed anywhere therefore ends, after a re-run, with each file's records present
 exactly once.
 
 Takedowns: the requests of ``ops.takedowns`` (``crawlake forget``) are read once per run on the
@@ -49,6 +53,10 @@ from pipelines.lake.files import TableFiles, Target, collect_staged
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import BRONZE_DOCUMENTS, BRONZE_QUARANTINE, OPS_INGEST_LOG, OPS_TAKEDOWNS
 
+#: Ingest settings that do not change a file's rows (which files, how many per commit, progress);
+#: every other one does (:func:`settings_hash`).
+NOT_SHAPING = frozenset({"input", "paths_prefix", "max_files", "sample_fraction", "sample_seed",
+                         "files_per_commit", "progress"})
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".warc.wet.gz", ".arc.gz")
 LISTING_SUFFIXES = (".paths.gz", ".paths")
 
@@ -99,6 +107,14 @@ def select_files(files: list[str], max_files: int | None = None, sample_fraction
     return files[:max_files] if max_files else files
 
 
+def settings_hash(cfg: IngestConfig) -> str:
+    """16 hex digits over the ingest settings that shape a file's rows (all but
+    :data:`NOT_SHAPING`: the extractor, the caps, the content types), recorded per file in
+    ``ops.ingest_log.settings_hash``."""
+    shaping = cfg.model_dump(mode="json", exclude=set(NOT_SHAPING))
+    return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def _fingerprint(path: str) -> tuple[int, float]:
     """``(size in bytes, mtime in seconds)``; (-1, 0) when the file cannot be inspected."""
     try:
@@ -112,7 +128,8 @@ def _fingerprint(path: str) -> tuple[int, float]:
 
 
 def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[int, float]],
-                  committed_at: dict[str, datetime], limits: IngestConfig, takedowns: TakedownList) -> dict[str, dict]:
+                  committed_at: dict[str, datetime], limits: IngestConfig, takedowns: TakedownList,
+                  settings: str) -> dict[str, dict]:
     """Parse, audit and publish one commit batch of files; returns each file's summary.
 
     Tasks (one per file, largest first) parse, stage and audit each file's documents and
@@ -144,7 +161,7 @@ def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[i
         staging.publish("quarantine", replace=in_batch, operation="ingest")
     now = datetime.now(timezone.utc)
     log_rows = [(f, prints[f][0], prints[f][1], s.get("sha256"), ctx.run_id, s["documents"], s["quarantined"],
-                 sum(s["skipped"].values()), now, s["records"], s["duplicates"])
+                 sum(s["skipped"].values()), now, s["records"], s["duplicates"], settings)
                 for f, s in ((f, summaries[f]) for f in files)]
     lake.replace_rows(OPS_INGEST_LOG, log_rows, in_batch)
     return summaries
@@ -270,12 +287,18 @@ def run(ctx: StageContext) -> StageResult:
     """Ingest ``ingest.input`` (paths, globs, folders, URLs, listings: resolved here)."""
     cfg = ctx.cfg.ingest
     files = select_files(resolve_inputs(cfg.input, cfg.paths_prefix), cfg.max_files, cfg.sample_fraction, cfg.sample_seed)
-    log = ctx.lake.rows(OPS_INGEST_LOG, ["source_file", "size_bytes", "mtime", "committed_at"])
+    log = ctx.lake.rows(OPS_INGEST_LOG, ["source_file", "size_bytes", "mtime", "committed_at", "settings_hash"])
     committed = {r["source_file"]: (r["size_bytes"], r["mtime"]) for r in log}
     committed_at = {r["source_file"]: r["committed_at"] for r in log}
+    settings = settings_hash(cfg)
+    # a file logged before its settings were recorded counts as ingested under today's
+    other_settings = {r["source_file"] for r in log if r["settings_hash"] not in (None, settings)}
     prints = {f: _fingerprint(f) for f in files}
-    full = ctx.forced_full("ingest")   # crawlake run --full ingest: every input file read again
-    todo = files if full else [f for f in files if committed.get(f) != prints[f]]
+    if ctx.forced_full("ingest"):   # crawlake run --full ingest: every input file read again
+        full_because, todo = "--full", files
+    else:
+        todo = [f for f in files if committed.get(f) != prints[f] or f in other_settings]
+        full_because = "ingest config changed" if other_settings & set(files) else None
     console = Console(stderr=True)
     limits = cfg   # the kernel takes the ingest section as it is
     # the takedown list, read once here: a small ledger, handed to every task as it is
@@ -286,7 +309,7 @@ def run(ctx: StageContext) -> StageResult:
     started = time.perf_counter()
     for start in range(0, len(todo), cfg.files_per_commit):
         summaries.update(_ingest_files(ctx, todo[start:start + cfg.files_per_commit], prints, committed_at, limits,
-                                       takedowns))
+                                       takedowns, settings))
         if cfg.progress:
             elapsed = max(time.perf_counter() - started, 1e-9)
             records = sum(s["records"] for s in summaries.values())
@@ -294,7 +317,8 @@ def run(ctx: StageContext) -> StageResult:
             console.print(f"ingest: {len(files) - len(todo) + len(summaries)}/{len(files)} files, {records:,} records, "
                           f"{records / elapsed:,.0f} records/s, {mbytes / elapsed:,.1f} MB/s", highlight=False)
 
-    notes = {**incremental.mode_notes("--full" if full else None), **_notes(files, todo, summaries)}
+    notes = {**incremental.mode_notes(full_because), **_notes(files, todo, summaries),
+             "files_under_other_settings": len(other_settings - set(files))}
     return StageResult(rows_in=notes["records"], rows_out=notes["documents"],
                        rows_quarantined=sum(s["quarantined"] for s in summaries.values()), notes=notes)
 

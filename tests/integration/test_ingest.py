@@ -91,6 +91,32 @@ def test_changed_file_is_reingested_replacing_its_rows(spark, tmp_path, capsys):
     assert read_table(spark, root, "bronze.quarantine").filter("reason = 'declared_length_mismatch'").count() == 1
 
 
+def test_files_ingested_under_other_settings_are_read_again_and_later_stages_follow(spark, tmp_path):
+    """A setting that shapes a file's rows (here min_text_chars) changed: ingest reads the logged
+    files again (a full rebuild, in its notes), and dedup and filter, whose texts may have changed
+    under the same doc_ids, rebuild in full after it; the next run is incremental again."""
+    from pipelines.stages.ingest import settings_hash
+
+    root, warc = tmp_path / "lake", real_file(REAL[0])
+    stages = ("ingest", "dedup", "filter")
+
+    def run(*overrides):
+        runs = run_pipeline(ingest_cfg(root, [warc], *overrides), stages=stages)
+        return {r.stage: (r.result.notes["mode"], r.result.notes["full_because"]) for r in runs}, runs[0].result
+
+    run()
+    before = doc_ids(spark, root)
+    modes, ingest = run("ingest.min_text_chars=2000", "ingest.files_per_commit=3")
+    assert modes == {"ingest": ("full", "ingest config changed"), "dedup": ("full", "ingest rebuilt in full"),
+                     "filter": ("full", "ingest rebuilt in full")}
+    assert ingest.notes["files_skipped"] == 0 and ingest.notes["quarantined_by_reason"]["empty_text"] > 0
+    assert 0 < len(doc_ids(spark, root)) < len(before)
+    log = read_table(spark, root, "ops.ingest_log").collect()
+    assert [r.settings_hash for r in log] == [settings_hash(ingest_cfg(root, [], "ingest.min_text_chars=2000").ingest)]
+    modes, ingest = run("ingest.min_text_chars=2000", "ingest.progress=true")   # not a shaping setting
+    assert modes == dict.fromkeys(stages, ("incremental", None)) and ingest.notes["files_skipped"] == 1
+
+
 def test_killed_run_restarted_yields_exactly_an_uninterrupted_run(spark, tmp_path):
     inputs = [real_file(n) for n in REAL if not n.startswith("ia-")]  # small files: one commit each
     reference = tmp_path / "reference"

@@ -101,7 +101,7 @@ def _spark_literals() -> dict:
             ("source_file", _STR, False), ("size_bytes", _LONG, False), ("mtime", _DBL, False),
             ("sha256", _STR, True), ("run_id", _STR, False), ("documents", _LONG, False),
             ("quarantined", _LONG, False), ("skipped", _LONG, False), ("committed_at", _TS, False),
-            ("records", _LONG, True), ("duplicates", _LONG, True)),
+            ("records", _LONG, True), ("duplicates", _LONG, True), ("settings_hash", _STR, True)),
         "ops.takedowns": _s(
             ("takedown_id", _STR, False), ("requested_at", _TS, False), ("run_id", _STR, False),
             ("reason", _STR, False), ("urls", ArrayType(_STR, True), False),
