@@ -298,7 +298,11 @@ def run(ctx: StageContext) -> StageResult:
         full_because, todo = "--full", files
     else:
         todo = [f for f in files if committed.get(f) != prints[f] or f in other_settings]
-        full_because = "ingest config changed" if other_settings & set(files) else None
+        # the last finished run's settings too: a run that re-read every file under these
+        # settings and died before it was recorded leaves no file to re-read, only later stages
+        last = [r["notes"].get("settings_hash") for r in incremental.succeeded_runs(ctx) if r["stage"] == "ingest"]
+        changed = other_settings & set(files) or (last and last[-1] not in (None, settings))
+        full_because = "ingest config changed" if changed else None
     console = Console(stderr=True)
     limits = cfg   # the kernel takes the ingest section as it is
     # the takedown list, read once here: a small ledger, handed to every task as it is
@@ -318,7 +322,7 @@ def run(ctx: StageContext) -> StageResult:
                           f"{records / elapsed:,.0f} records/s, {mbytes / elapsed:,.1f} MB/s", highlight=False)
 
     notes = {**incremental.mode_notes(full_because), **_notes(files, todo, summaries),
-             "files_under_other_settings": len(other_settings - set(files))}
+             "files_under_other_settings": len(other_settings - set(files)), "settings_hash": settings}
     return StageResult(rows_in=notes["records"], rows_out=notes["documents"],
                        rows_quarantined=sum(s["quarantined"] for s in summaries.values()), notes=notes)
 
