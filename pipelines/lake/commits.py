@@ -345,10 +345,12 @@ def remove_files(table_root: str, files: Iterable[DataFile]) -> None:
             os.remove(full)
 
 
-def _spark_int96_as_utc(file: pq.ParquetFile) -> pa.Table:
-    """The rows of ``file`` with its INT96 timestamp columns (Spark's default encoding: UTC
-    instants, which pyarrow reads as naive) as ``timestamp[us, UTC]``, the type deltalake writes:
-    written back as read, they would be naive nanoseconds, which Spark cannot read as a timestamp."""
+def _read_int96_as_utc(path: str) -> pa.Table:
+    """The rows of the Parquet file ``path`` with its INT96 timestamp columns (Spark's default
+    encoding: UTC instants, which pyarrow reads as naive) as ``timestamp[us, UTC]``, the type
+    deltalake writes: written back as read, they would be naive nanoseconds, which Spark cannot
+    read as a timestamp."""
+    file = pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
     rows = file.read()
     for column in file.schema:
         if column.physical_type == "INT96" and column.path in rows.column_names:
@@ -398,7 +400,7 @@ def retire_rows(table_root: str, column: str, values: Sequence, partitions: Mapp
                 continue
             removes.append(entry)
             if gone < probe.num_rows:
-                rows = _spark_int96_as_utc(pq.ParquetFile(path, coerce_int96_timestamp_unit="us"))
+                rows = _read_int96_as_utc(path)
                 partition = {k[len("partition."):]: v for k, v in entry.items() if k.startswith("partition.")}
                 folder = entry["path"].rsplit("/", 1)[0] if "/" in entry["path"] else ""
                 relative = f"{folder}/{part_name()}" if folder else part_name()
