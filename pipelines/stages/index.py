@@ -4,11 +4,18 @@ The configured model revision's vectors are split into ``index.shards`` shards b
 ``pmod(xxhash64(doc_id), shards)`` (a document's chunks stay together). Each shard's content
 fingerprint (row count and an order-free sum of row hashes, with the index parameters) is compared
 with the manifest: only shards whose rows or parameters changed, or whose files are gone, are
-rebuilt (every shard under ``crawlake run --full index``), one Spark task each
-(``applyInArrow``). A task builds the shard, tunes its search effort (ef_search or nprobe) until
+built (every shard, from scratch, under ``crawlake run --full index``), one Spark task each
+(``applyInArrow``). A changed shard whose stored rows are all still there is *extended*: the new
+vectors are added to its stored index (FAISS ``add``: HNSW inserts them into its graph, as a build
+does; IVF-PQ encodes them with the quantizers trained on the stored rows, so only while it gains
+at most as many rows as it held), so a new crawl costs its own vectors, not a rebuild of the
+history. Any other changed shard (rows removed or replaced, other settings, a stored shard without
+row hashes) is rebuilt. A task then tunes the shard's search effort (ef_search or nprobe) until
 recall@10 against exact search reaches ``index.target_recall`` on a sample of its own vectors
-(:func:`~pipelines.kernels.index.tune_search`), and writes ``<dir>/shard-NNNNN-<fp>.faiss`` and
-its row map ``.ids.parquet`` (doc_id, chunk_id, char_start, char_end in index-id order). The
+(:func:`~pipelines.kernels.index.tune_search`), and writes ``<dir>/shard-NNNNN-<fp>.faiss`` and its row map ``.ids.parquet`` (doc_id, chunk_id,
+char_start, char_end and the row hash, in index-id order; the index settings in its metadata). An
+extended shard holds the same vectors as a rebuilt one (the same fingerprint); its graph or lists,
+and so its tuned effort and recall, depend on the order its rows arrived in. The
 manifest rows of this revision are then replaced in one commit, and files no manifest row names
 any more are removed. The manifest records a shard's path relative to the lake root when it lies
 under it (as Delta's own add actions do), so a copied or moved lake searches its own shards.
@@ -34,7 +41,9 @@ from pipelines.stage import StageContext, StageResult
 from pipelines.stages.embed import revision_predicate
 from schemas.catalog import GOLD_EMBEDDINGS, GOLD_INDEX_MANIFEST
 
-ROW_MAP_COLUMNS = ("doc_id", "chunk_id", "char_start", "char_end")
+ROW_MAP_COLUMNS = ("doc_id", "chunk_id", "char_start", "char_end", "row_hash")
+ROW_KEY = ("doc_id", "chunk_id", "char_start", "char_end", "vector")   # what a row's hash covers
+SETTINGS_KEY = b"crawlake.index_settings"   # row-map metadata: the settings the shard was built with
 
 
 def index_dir(cfg: Config, params: EmbedParams) -> str:
@@ -56,36 +65,80 @@ def shard_uri(root: str, path: str) -> str:
 
 
 def _build_shard(table: pa.Table, *, directory: str, params: IndexConfig, target_recall: float, fingerprints: dict,
-                 version: int) -> pa.Table:
-    """One shard's rows → its files, and its manifest row (runs in a Spark Python worker)."""
+                 version: int, settings: str, stored: dict[int, str]) -> pa.Table:
+    """One shard's rows → its files, and its manifest row (runs in a Spark Python worker).
+
+    ``stored``: shard → URL of its current file, for the shards that may be extended."""
     import fsspec
     import faiss
     import numpy as np
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from pipelines.kernels.index import build_index, tune_search
 
+    def matrix(rows: pa.Table):
+        flat = rows.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False)
+        return np.asarray(flat, np.float32).reshape(len(rows), dim)
+
     t0 = time.perf_counter()
     shard = table.column("shard")[0].as_py()
-    table = table.sort_by([("doc_id", "ascending"), ("chunk_id", "ascending")])  # a reproducible id order
-    vectors = table.column("vector").combine_chunks()
     dim = table.column("dim")[0].as_py()
-    matrix = np.asarray(vectors.values.to_numpy(zero_copy_only=False), np.float32).reshape(len(table), dim)
-    index, built = build_index(matrix, params)
-    tuned, recall = tune_search(index, matrix, params, target_recall) if target_recall > 0 else (params, float("nan"))
+    table = table.sort_by([("doc_id", "ascending"), ("chunk_id", "ascending")])  # a reproducible id order
+    extended = _extension(stored.get(shard), table, settings, params.type)
+    if extended is None:
+        row_map = table.select(list(ROW_MAP_COLUMNS))
+        vectors = matrix(table)
+        index, built = build_index(vectors, params)
+    else:
+        index, row_map, added = extended
+        built = params.type   # only a shard built as the configured type is extended
+        index.add(matrix(added))
+        row_map = pa.concat_tables([row_map, added.select(list(ROW_MAP_COLUMNS))])
+        # the shard's own vectors in index-id order (tuning compares ids with exact search's)
+        vectors = matrix(table.take(pc.index_in(row_map.column("row_hash"), value_set=table.column("row_hash"))))
+    tuned, recall = tune_search(index, vectors, params, target_recall) if target_recall > 0 else (params, float("nan"))
     fp = fingerprints[shard]
     path = f"{directory}/shard-{shard:05d}-{fp[:12]}.faiss"
     with fsspec.open(path, "wb", auto_mkdir=True) as f:
         f.write(faiss.serialize_index(index).tobytes())
     with fsspec.open(path + ".ids.parquet", "wb") as f:
-        pq.write_table(table.select(list(ROW_MAP_COLUMNS)), f)
+        pq.write_table(row_map.replace_schema_metadata({SETTINGS_KEY: settings.encode()}), f)
     return pa.table({
         "shard": pa.array([shard], pa.int32()), "path": [path], "index_type": [built],
         "rows": pa.array([len(table)], pa.int64()), "dim": pa.array([dim], pa.int32()), "fingerprint": [fp],
         "ef_search": pa.array([tuned.ef_search], pa.int32()), "nprobe": pa.array([tuned.nprobe], pa.int32()),
         "refine_k_factor": pa.array([tuned.refine_k_factor], pa.int32()), "tuned_recall": [recall],
         "embeddings_version": pa.array([version], pa.int64()), "build_s": [time.perf_counter() - t0],
+        "extended": [extended is not None],
     })
+
+
+def _extension(path: str | None, table: pa.Table, settings: str, kind: str):
+    """``(stored index, its row map, the rows to add)`` when the shard of type ``kind`` stored at
+    ``path`` can be extended to ``table``'s rows: built with ``settings``, every stored row still
+    in ``table`` (by row hash), rows added, and for IVF-PQ at most as many as it holds. Else None."""
+    if path is None:
+        return None
+    import fsspec
+    import faiss
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    with fsspec.open(path + ".ids.parquet", "rb") as f:
+        row_map = pq.read_table(f)
+    meta = row_map.schema.metadata or {}
+    if meta.get(SETTINGS_KEY) != settings.encode() or "row_hash" not in row_map.column_names:
+        return None
+    row_map = row_map.replace_schema_metadata(None)
+    present = pc.is_in(table.column("row_hash"), value_set=row_map.column("row_hash"))
+    added = table.filter(pc.invert(present))
+    if len(table) - len(added) != len(row_map) or not added or (kind == "ivfpq" and len(added) > len(row_map)):
+        return None
+    with fsspec.open(path, "rb") as f:
+        index = faiss.deserialize_index(np.frombuffer(f.read(), np.uint8))
+    return index, row_map, added
 
 
 def run(ctx: StageContext) -> StageResult:
@@ -100,10 +153,10 @@ def run(ctx: StageContext) -> StageResult:
     settings = hashlib.sha256(json.dumps([cfg.index.model_dump(exclude={"path"})], sort_keys=True).encode()).hexdigest()[:8]
 
     rows = (lake.read(GOLD_EMBEDDINGS).filter(mine)
-            .withColumn("shard", F.pmod(F.xxhash64("doc_id"), F.lit(cfg.index.shards)).cast("int")))
+            .withColumn("shard", F.pmod(F.xxhash64("doc_id"), F.lit(cfg.index.shards)).cast("int"))
+            .withColumn("row_hash", F.xxhash64(*ROW_KEY)))
     sums = (rows.groupBy("shard")
-            .agg(F.count("*").alias("n"),
-                 F.sum(F.xxhash64("doc_id", "chunk_id", "char_start", "char_end", "vector").cast("decimal(38,0)")).alias("h"))
+            .agg(F.count("*").alias("n"), F.sum(F.col("row_hash").cast("decimal(38,0)")).alias("h"))
             .collect())
     fingerprints = {r.shard: hashlib.sha256(f"{settings}:{r.n}:{r.h}".encode()).hexdigest()[:16] for r in sums}
 
@@ -120,20 +173,24 @@ def run(ctx: StageContext) -> StageResult:
     keep = {s: old[s] for s, fp in fingerprints.items() if not full and s in old and old[s]["fingerprint"] == fp
             and exists(shard_uri(root, old[s]["path"]))}
     todo = sorted(set(fingerprints) - set(keep))
+    # a changed shard stored as the configured type may be extended (the task decides)
+    stored = {s: shard_uri(root, old[s]["path"]) for s in todo if not full and s in old
+              and old[s]["index_type"] == cfg.index.type and exists(shard_uri(root, old[s]["path"]))}
     built = []
     if todo:
         schema = GOLD_INDEX_MANIFEST.schema
-        out_schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields
-                               if f.name not in ("model", "model_revision", "built_at"))
+        out_schema = ", ".join([f"{f.name} {f.dataType.simpleString()}" for f in schema.fields
+                                if f.name not in ("model", "model_revision", "built_at")] + ["extended boolean"])
 
         def build(table: pa.Table) -> pa.Table:  # type hints: how applyInArrow tells the table API
             return _build_shard(table, directory=directory, params=params, target_recall=cfg.index.target_recall,
-                                fingerprints=fingerprints, version=version)
+                                fingerprints=fingerprints, version=version, settings=settings, stored=stored)
 
         built = [r.asDict() for r in (rows.filter(F.col("shard").isin(todo))
                                       .select("shard", *ROW_MAP_COLUMNS, "vector", "dim")
                                       .repartition(min(len(todo), ctx.spark.sparkContext.defaultParallelism), "shard")
                                       .groupBy("shard").applyInArrow(build, out_schema).collect())]
+    extended = sum(r.pop("extended") for r in built)
     now = datetime.now(timezone.utc)
     entries = list(keep.values()) + [
         {**r, "model": emb_params.model_label, "model_revision": emb_params.model_revision, "built_at": now} for r in built]
@@ -146,7 +203,8 @@ def run(ctx: StageContext) -> StageResult:
     _remove_unlisted(directory, {shard_uri(root, e["path"]) for e in entries})
     return StageResult(
         rows_in=sum(r.n for r in sums), rows_out=sum(e["rows"] for e in entries),
-        notes={**incremental.mode_notes("--full" if full else None), "index_type": cfg.index.type, "shards": len(entries), "shards_rebuilt": len(built),
+        notes={**incremental.mode_notes("--full" if full else None), "index_type": cfg.index.type, "shards": len(entries), "shards_rebuilt": len(built) - extended,
+               "shards_extended": extended,
                "min_tuned_recall": round(min((e["tuned_recall"] for e in entries), default=1.0), 4),
                "shards_unchanged": len(keep), "built_types": ",".join(sorted({e["index_type"] for e in entries})),
                "dir": directory},

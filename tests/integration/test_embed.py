@@ -326,7 +326,8 @@ def test_search_without_an_index_is_a_clear_error(tmp_path):
         Searcher(lake_config(tmp_path, "embed.device=cpu"))
 
 
-def test_index_rebuilds_only_the_shard_whose_documents_changed(spark, lake, indexed, tmp_path):
+def test_index_rebuilds_only_the_shard_whose_documents_changed_and_extends_one_that_only_gained(spark, lake, indexed, tmp_path):
+    import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
     from pipelines.runner import run_pipeline
@@ -351,3 +352,15 @@ def test_index_rebuilds_only_the_shard_whose_documents_changed(spark, lake, inde
     assert (forced.notes["mode"], forced.notes["full_because"]) == ("full", "--full")
     assert forced.notes["shards_rebuilt"] == indexed.result.notes["shards"] and forced.notes["shards_unchanged"] == 0
     assert removed not in {h.doc_id for h in Searcher(cfg2).search(sentence, k=10)}
+    # the document comes back: its shard only gains rows, so its stored index is extended
+    lake2.overwrite(SILVER_DOCUMENTS_CLEAN, clean)
+    run_pipeline(cfg2, stages=("embed",))
+    back = run_pipeline(cfg2, stages=("index",))[-1].result
+    assert (back.notes["shards_extended"], back.notes["shards_rebuilt"]) == (1, 0)
+    built_once = {r.shard: (r.rows, r.fingerprint) for r in read_table(spark, Path(lake[0].lake.root), "gold.index_manifest").collect()}
+    assert {r.shard: (r.rows, r.fingerprint) for r in lake2.read(GOLD_INDEX_MANIFEST).collect()} == built_once
+    for r in lake2.read(GOLD_INDEX_MANIFEST).collect():   # the extended row map maps every vector once
+        assert r.tuned_recall >= cfg2.index.target_recall, r   # and its graph reaches them
+        ids = pq.read_table(shard_uri(cfg2.lake.root, r.path) + ".ids.parquet")
+        assert ids.num_rows == r.rows == len(set(zip(ids.column("doc_id").to_pylist(), ids.column("chunk_id").to_pylist())))
+    assert Searcher(cfg2).search(sentence, k=1)[0].doc_id == removed
