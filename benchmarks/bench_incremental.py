@@ -50,46 +50,19 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import bench_dedup_scale  # noqa: E402  (benchmarks/ is on sys.path)
-from bench_ingest import _quiet_console  # noqa: E402
-from bench_stages import _response_record  # noqa: E402
+from bench_ingest import _quiet_console  # noqa: E402  (benchmarks/ is on sys.path)
+from bench_stages import build_warcs  # noqa: E402
 
 STAGES = ("ingest", "dedup", "filter", "tokenize", "embed", "index")
 TARGET_RATIO = 0.15
 TARGET_GROWTH = 1.3
 WARMUP_DOCS = 300
 TINY_WIDTH = 64
-
-
-def build_crawl(folder: Path, crawl: int, n: int, files: int, seed: int, words: tuple[int, int]) -> list[Path]:
-    """``files`` WARC files of crawl number ``crawl``: ``n`` generated documents whose URLs carry
-    ``/c<crawl>/`` and whose dates are ``crawl`` x 30 days after crawl 0's; reused when built."""
-    done = folder / "_complete"
-    if done.exists():
-        return sorted(folder.glob("*.warc.gz"))
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    bench_dedup_scale.MIN_WORDS, bench_dedup_scale.MAX_WORDS = words
-    pool, vocab = bench_dedup_scale.paragraph_pool()
-    records = []
-    shift = timedelta(days=30 * crawl)
-    for cols, _ in bench_dedup_scale.generate_rows(n, seed * 1009 + crawl, pool, vocab, ngram=5):
-        for url, when, text in zip(cols["url"], cols["crawl_date"], cols["text"]):
-            scheme, rest = url.split("://", 1)
-            host, path = rest.split("/", 1)
-            records.append(_response_record(f"{scheme}://{host}/c{crawl}/{path}",
-                                            (when + shift).strftime("%Y-%m-%dT%H:%M:%SZ"), text))
-    per_file = -(-len(records) // files)
-    for i in range(files):
-        (folder / f"crawl{crawl:02d}-{i:03d}.warc.gz").write_bytes(b"".join(records[i * per_file:(i + 1) * per_file]))
-    done.touch()
-    return sorted(folder.glob("*.warc.gz"))
 
 
 def tiny_model(folder: Path) -> Path:
@@ -162,12 +135,14 @@ def main() -> None:
     words = tuple(int(w) for w in args.words.split(","))
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench_incremental_"))
     tag = f"n{args.docs}-f{args.files}-seed{args.seed}-words{words[0]}-{words[1]}"
-    crawls = [build_crawl(workdir / "warc" / tag / f"crawl{k}", k, args.docs, args.files, args.seed, words)
-              for k in range(args.history)]
+
+    def crawl(k: int, n: int, files: int, folder: str) -> list[Path]:
+        return build_warcs(workdir / "warc" / tag / folder, n, files, args.seed * 1009 + k, words, crawl=k)
+
+    crawls = [crawl(k, args.docs, args.files, f"crawl{k}") for k in range(args.history)]
     inc_docs = max(1, round(args.docs * args.increment))
-    increment = build_crawl(workdir / "warc" / tag / f"increment-{inc_docs}", args.history, inc_docs,
-                            max(2, round(args.files * args.increment)), args.seed, words)
-    warm = build_crawl(workdir / "warc" / "warmup", 0, WARMUP_DOCS, 2, args.seed + 1, (80, 400))
+    increment = crawl(args.history, inc_docs, max(2, round(args.files * args.increment)), f"increment-{inc_docs}")
+    warm = build_warcs(workdir / "warc" / "warmup", WARMUP_DOCS, 2, args.seed + 1, (80, 400))
     model = args.embed_model
     if model == "tiny":
         model = str(tiny_model(workdir / "tiny-model"))

@@ -42,6 +42,7 @@ import statistics
 import sys
 import tempfile
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -69,9 +70,12 @@ def _response_record(url: str, when: str, text: str) -> bytes:
     return gzip.compress(head + http + b"\r\n\r\n", compresslevel=6, mtime=0)
 
 
-def build_warcs(folder: Path, n: int, files: int, seed: int, words: tuple[int, int]) -> list[Path]:
+def build_warcs(folder: Path, n: int, files: int, seed: int, words: tuple[int, int],
+                crawl: int | None = None) -> list[Path]:
     """``files`` WARC files holding ``n`` generated documents of ``words`` (min, max) words each
-    (before the unique sentence); reused when already built."""
+    (before the unique sentence); reused when already built. ``crawl``: a crawl number, for
+    crawls of one lake (bench_incremental): URLs carry ``/c<crawl>/`` (so record ids and doc_ids
+    differ between crawls) and dates move ``crawl`` x 30 days on."""
     done = folder / "_complete"
     if done.exists():
         return sorted(folder.glob("*.warc.gz"))
@@ -80,9 +84,14 @@ def build_warcs(folder: Path, n: int, files: int, seed: int, words: tuple[int, i
     bench_dedup_scale.MIN_WORDS, bench_dedup_scale.MAX_WORDS = words
     pool, vocab = bench_dedup_scale.paragraph_pool()
     records = []
+    shift = timedelta(days=30 * (crawl or 0))
     for cols, _ in bench_dedup_scale.generate_rows(n, seed, pool, vocab, ngram=5):
         for url, when, text in zip(cols["url"], cols["crawl_date"], cols["text"]):
-            records.append(_response_record(url, when.strftime("%Y-%m-%dT%H:%M:%SZ"), text))
+            if crawl is not None:
+                scheme, rest = url.split("://", 1)
+                host, path = rest.split("/", 1)
+                url = f"{scheme}://{host}/c{crawl}/{path}"
+            records.append(_response_record(url, (when + shift).strftime("%Y-%m-%dT%H:%M:%SZ"), text))
     per_file = -(-len(records) // files)
     for i in range(files):
         (folder / f"stages-{i:03d}.warc.gz").write_bytes(b"".join(records[i * per_file:(i + 1) * per_file]))
