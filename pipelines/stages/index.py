@@ -12,12 +12,12 @@ at most as many rows as it held), so a new crawl costs its own vectors, not a re
 history. Any other changed shard (rows removed or replaced, other settings, a stored shard without
 row hashes) is rebuilt. A task then tunes the shard's search effort (ef_search or nprobe) until
 recall@10 against exact search reaches ``index.target_recall`` on a sample of its own vectors
-(:func:`~pipelines.kernels.index.tune_search`), and writes ``<dir>/shard-NNNNN-<fp>.faiss`` and its row map ``.ids.parquet`` (doc_id, chunk_id,
-char_start, char_end and the row hash, in index-id order; the index settings in its metadata). An
-extended shard holds the same vectors as a rebuilt one (the same fingerprint); its graph or lists,
-and so its tuned effort and recall, depend on the order its rows arrived in. The
-manifest rows of this revision are then replaced in one commit, and files no manifest row names
-any more are removed. The manifest records a shard's path relative to the lake root when it lies
+(:func:`~pipelines.kernels.index.tune_search`), and writes ``<dir>/shard-NNNNN-<fp>.faiss`` and
+its row map ``.ids.parquet`` (doc_id, chunk_id, char_start, char_end and the row hash, in index-id
+order; the index settings in its metadata). An extended shard holds the same vectors as a rebuilt
+one (the same fingerprint); its graph or lists, and so its tuned effort and recall, depend on the
+order its rows arrived in. The manifest rows of this revision are then replaced in one commit,
+and files no manifest row names any more are removed. The manifest records a shard's path relative to the lake root when it lies
 under it (as Delta's own add actions do), so a copied or moved lake searches its own shards.
 ``<dir>`` is ``<index.path or lake root/_index>/<model>/<revision>``; any fsspec URL works, since
 shards are written as bytes (``faiss.serialize_index``).
@@ -170,12 +170,13 @@ def run(ctx: StageContext) -> StageResult:
     root = cfg.lake.root
 
     full = ctx.forced_full("index")   # crawlake run --full index: every shard rebuilt, fingerprints aside
-    keep = {s: old[s] for s, fp in fingerprints.items() if not full and s in old and old[s]["fingerprint"] == fp
-            and exists(shard_uri(root, old[s]["path"]))}
+    # this revision's shards whose files are still there, each looked up once (S3 round trips)
+    on_disk = {} if full else {s: uri for s in fingerprints.keys() & old.keys()
+                               if exists(uri := shard_uri(root, old[s]["path"]))}
+    keep = {s: old[s] for s in on_disk if old[s]["fingerprint"] == fingerprints[s]}
     todo = sorted(set(fingerprints) - set(keep))
     # a changed shard stored as the configured type may be extended (the task decides)
-    stored = {s: shard_uri(root, old[s]["path"]) for s in todo if not full and s in old
-              and old[s]["index_type"] == cfg.index.type and exists(shard_uri(root, old[s]["path"]))}
+    stored = {s: on_disk[s] for s in todo if s in on_disk and old[s]["index_type"] == cfg.index.type}
     built = []
     if todo:
         schema = GOLD_INDEX_MANIFEST.schema
