@@ -10,9 +10,11 @@ publishes each table's files in one commit (:mod:`pipelines.lake`), so the kerne
 nothing is cached.
 
 **Incremental.** The state lives in the outputs: a document is decided when
-``silver.filter_decisions`` holds rows of its ``doc_id`` (every document gets at least its
-``http_status`` and ``language`` rows). A run reads only the ``doc_id`` columns of the three tables
-and decides the input documents that have no decision rows yet; the decided ``doc_id`` values no longer
+``silver.filter_decisions`` holds its ``language`` row (language ID runs on every document, and
+a document's rows are published in one commit and removed together). A run reads only ``doc_id``
+from the input and ``silver.documents_clean`` and the ``language`` rows' ``doc_id`` from the
+decisions (one key per decided document, not one per document and rule), and decides the input
+documents that have no decision rows yet; the decided ``doc_id`` values no longer
 in the input (a takedown, a re-ingested file that lost the page, a document dedup now removes)
 leave both outputs. A changed page is a new document: ``doc_id`` is the hash of the WARC-Record-ID,
 which names one capture, and dedup decides each ``doc_id`` once, so a ``doc_id``'s row in
@@ -21,7 +23,7 @@ the same ``doc_id`` comes from a re-ingest with other ingest settings, which ing
 full rebuild: this stage then rebuilds in full too, ``upstream=("ingest",)``.) Each table is published with
 :class:`~pipelines.lake.Keys`: in one commit the new documents' rows are added and the rows of
 documents that left are removed. The run costs the kernel over the new documents only, plus
-reading the three ``doc_id`` columns and the new documents' rows.
+reading those keys and the new documents' rows.
 
 **Full rebuild.** On the first run, with ``crawlake run --full [filter]``, when the ``filter``
 config section (preset, thresholds, languages, lists — and the content of the blocklist and
@@ -127,9 +129,14 @@ def run(ctx: StageContext) -> StageResult:
     return StageResult(rows_in=rows_in, rows_out=rows_out, notes=notes)
 
 
+#: The decision row every decided document has exactly one of (:data:`~pipelines.kernels.filters.presets.ALWAYS`).
+DECIDED_MARK = "language"
+
+
 def _increment(lake, docs, cores: int):
     """What an incremental run does: ``(documents to decide, {kind: Keys}, {table: documents
-    removed})``. Reads the ``doc_id`` columns of the input and both outputs; collects to the driver
+    removed})``. Reads the ``doc_id`` keys of the input, the clean rows and the decisions'
+    :data:`DECIDED_MARK` rows; collects to the driver
     only the keys that leave an output: decided documents no longer in the input, and clean rows
     not both decided and in the input (of documents that left, or left behind by a run that died
     between its two commits, whose documents are decided again now)."""
@@ -137,8 +144,9 @@ def _increment(lake, docs, cores: int):
         return df.select("doc_id", *(F.lit(name == mark).alias(name) for name in "idc"))
 
     keys = docs.select("doc_id")
+    decided = lake.read(SILVER_FILTER_DECISIONS).filter(F.col("filter") == DECIDED_MARK)
     marks = (flags(keys, "i")
-             .unionByName(flags(lake.read(SILVER_FILTER_DECISIONS), "d"))
+             .unionByName(flags(decided, "d"))
              .unionByName(flags(lake.read(SILVER_DOCUMENTS_CLEAN), "c"))
              .groupBy("doc_id").agg(*(F.max(name).alias(name) for name in "idc")))   # one shuffle of keys
     leaving = marks.filter("(d AND NOT i) OR (c AND NOT (d AND i))").collect()
