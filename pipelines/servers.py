@@ -3,7 +3,10 @@
 * :func:`start_s3` — an S3-compatible object store: moto's server (``moto[server]`` from PyPI),
   speaking the S3 protocol (and DynamoDB's, for Delta's S3 log store) over HTTP;
 * :func:`start_standalone` — a Spark standalone cluster: a master and workers started with
-  pyspark's own ``bin/spark-class``.
+  pyspark's own ``bin/spark-class``;
+* :func:`start_dask` — a ``dask.distributed`` cluster: a scheduler and worker processes started
+  with the ``dask scheduler`` / ``dask worker`` commands, for ``embed.engine: dask`` with
+  ``embed.dask_scheduler``.
 
 For the tests, the benchmarks, and trying the object-store setup on one machine. Every wait is
 bounded in time; a server that does not come up is stopped and raises RuntimeError.
@@ -206,5 +209,56 @@ def start_standalone(workers: int = 2, *, cores: int = 1, memory: str = "2g", wo
             time.sleep(0.5)
     except BaseException:
         cluster.stop()
+        raise
+    return cluster
+
+
+@dataclass
+class DaskCluster:
+    """A running ``dask.distributed`` cluster: the scheduler's ``address``
+    (``tcp://127.0.0.1:<port>``, what ``embed.dask_scheduler`` takes) and the processes
+    (scheduler first, then workers) by id."""
+    address: str
+    scheduler: subprocess.Popen
+    workers: list[subprocess.Popen]
+
+    def stop(self) -> None:
+        for proc in (*self.workers, self.scheduler):
+            _stop(proc)
+
+    def __enter__(self) -> "DaskCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def start_dask(workers: int = 2, *, threads: int = 1, env: dict[str, str] | None = None,
+               timeout_s: float = 120) -> DaskCluster:
+    """Start a Dask scheduler and ``workers`` worker processes (``threads`` threads each) on
+    127.0.0.1 with this interpreter's ``dask`` command, each process in its own group (``env``
+    added to their environment). Returns once the scheduler counts every worker; raises
+    RuntimeError (after stopping what started) when that takes over ``timeout_s`` seconds."""
+    from distributed import Client
+
+    dask = [sys.executable, "-m", "dask"]
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    run_env = {**os.environ, **(env or {})}
+    quiet = {"env": run_env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
+    scheduler = subprocess.Popen([*dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                  "--no-dashboard"], **quiet)
+    cluster = DaskCluster(address, scheduler, [])
+    try:
+        for _ in range(workers):
+            cluster.workers.append(subprocess.Popen(
+                [*dask, "worker", address, "--host", "127.0.0.1", "--nthreads", str(threads),
+                 "--no-dashboard", "--no-nanny"], **quiet))
+        with Client(address, timeout=timeout_s) as client:   # raises OSError if the scheduler never answers
+            client.wait_for_workers(workers, timeout=timeout_s)
+    except BaseException as exc:
+        cluster.stop()
+        if isinstance(exc, (OSError, TimeoutError)):
+            raise RuntimeError(f"the Dask cluster at {address} did not get {workers} workers within {timeout_s:.0f} s: {exc}") from exc
         raise
     return cluster

@@ -7,6 +7,7 @@ published as clean, then embedded with the default model on CPU.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 
@@ -203,20 +204,27 @@ def test_another_model_revision_writes_alongside(spark, lake, tmp_path):
     assert len(per_model) == 2 and len(set(per_model.values())) == 1, per_model
 
 
-@pytest.mark.parametrize("writer", ["deltalake", "spark"])
-def test_dask_engine_writes_the_same_vectors_as_spark(spark, lake, tmp_path, writer):
+@pytest.mark.parametrize("writer,cluster", [("deltalake", "local"), ("spark", "scheduler")])
+def test_dask_engine_writes_the_same_vectors_as_spark(spark, lake, tmp_path, writer, cluster):
     """``embed.engine=dask``: Dask workers run the kernel and stage the vectors, the lake commits
-    them (either engine): the Spark path's vectors, and a re-run embeds nothing."""
+    them (either engine): the Spark path's vectors, and a re-run embeds nothing. On the engine's
+    own LocalCluster (``embed.dask_workers``), and on a running cluster by its scheduler's address
+    (``embed.dask_scheduler``: a scheduler and two worker processes on 127.0.0.1, as a GPU box's
+    dask-cuda cluster would be reached)."""
     from pipelines.runner import run_pipeline
+    from pipelines.servers import start_dask
     from schemas.catalog import SILVER_DOCUMENTS_CLEAN
 
     cfg, lake_, _ = lake
     spark_rows = vectors(spark, Path(cfg.lake.root))
     cfg2, _ = copy_lake(spark, cfg, tmp_path)
     shutil.rmtree(Path(cfg2.lake.root) / "gold" / "embeddings")
-    cfg2 = lake_config(Path(cfg2.lake.root), "embed.device=cpu", "embed.engine=dask", "embed.dask_workers=2",
-                       f"lake.writer={writer}")
-    run = run_pipeline(cfg2, stages=("embed",))[-1]
+    with contextlib.ExitStack() as stack:
+        where = "embed.dask_workers=2"
+        if cluster == "scheduler":
+            where = f"embed.dask_scheduler={stack.enter_context(start_dask(2)).address}"
+        cfg2 = lake_config(Path(cfg2.lake.root), "embed.device=cpu", "embed.engine=dask", where, f"lake.writer={writer}")
+        run = run_pipeline(cfg2, stages=("embed",))[-1]
     assert run.result.notes["documents_embedded"] == lake_.read(SILVER_DOCUMENTS_CLEAN).count()
     assert run.result.writers["gold.embeddings"] == writer
     dask_rows = vectors(spark, Path(cfg2.lake.root))
