@@ -60,8 +60,26 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
     raise RuntimeError(f"no answer from {url} within {timeout_s:.0f} s")
 
 
+class _Processes:
+    """A running service's processes, stopped in :meth:`processes` order by :meth:`stop` or at
+    the end of a ``with`` block."""
+
+    def processes(self) -> tuple[subprocess.Popen, ...]:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        for proc in self.processes():
+            _stop(proc)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
 @dataclass
-class S3Server:
+class S3Server(_Processes):
     """A running S3-compatible server. ``endpoint``: its URL; the credentials are the fake ones
     the server accepts (moto checks none), passed to clients like real ones."""
     endpoint: str
@@ -97,14 +115,8 @@ class S3Server:
         self.client().upload_file(str(path), bucket, key)
         return url
 
-    def stop(self) -> None:
-        _stop(self.process)
-
-    def __enter__(self) -> "S3Server":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def processes(self) -> tuple[subprocess.Popen, ...]:
+        return (self.process,)
 
 
 def start_s3(port: int | None = None, timeout_s: float = 60) -> S3Server:
@@ -124,7 +136,7 @@ def start_s3(port: int | None = None, timeout_s: float = 60) -> S3Server:
 
 
 @dataclass
-class SparkCluster:
+class SparkCluster(_Processes):
     """A running Spark standalone cluster: ``master_url`` (``spark://127.0.0.1:<port>``), the
     master's web UI, and the processes (master first, then workers) by id."""
     master_url: str
@@ -148,15 +160,8 @@ class SparkCluster:
             pass
         proc.wait(30)
 
-    def stop(self) -> None:
-        for proc in (*self.workers, self.master):
-            _stop(proc)
-
-    def __enter__(self) -> "SparkCluster":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def processes(self) -> tuple[subprocess.Popen, ...]:
+        return (*self.workers, self.master)
 
 
 def _spark_class() -> str:
@@ -214,7 +219,7 @@ def start_standalone(workers: int = 2, *, cores: int = 1, memory: str = "2g", wo
 
 
 @dataclass
-class DaskCluster:
+class DaskCluster(_Processes):
     """A running ``dask.distributed`` cluster: the scheduler's ``address``
     (``tcp://127.0.0.1:<port>``, what ``embed.dask_scheduler`` takes) and the processes
     (scheduler first, then workers) by id."""
@@ -222,15 +227,8 @@ class DaskCluster:
     scheduler: subprocess.Popen
     workers: list[subprocess.Popen]
 
-    def stop(self) -> None:
-        for proc in (*self.workers, self.scheduler):
-            _stop(proc)
-
-    def __enter__(self) -> "DaskCluster":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def processes(self) -> tuple[subprocess.Popen, ...]:
+        return (*self.workers, self.scheduler)
 
 
 def start_dask(workers: int = 2, *, threads: int = 1, env: dict[str, str] | None = None,
