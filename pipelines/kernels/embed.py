@@ -179,10 +179,19 @@ def _dtype(precision: str, device: str):
 def load_model(model: str = "default", device: str = "auto", precision: str = "auto"):
     """A SentenceTransformer in eval mode, one per process (Spark and Dask reuse Python workers)."""
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
 
     source = _model_source(model)
     dev = resolve_device(device)
-    st = SentenceTransformer(source, device=dev)
+    # transformers draws a "Loading weights" bar per load: noise on stderr of every `crawlake
+    # search` and in every worker's log, for a load of about a second. The caller's setting is kept.
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        st = SentenceTransformer(source, device=dev)
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
     st = st.to(_dtype(precision, dev)).eval()
     return st
 

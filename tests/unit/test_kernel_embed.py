@@ -136,3 +136,16 @@ def test_a_model_that_gives_nan_vectors_is_an_error(tmp_path):
 def test_precision_other_than_fp32_on_cpu_is_an_error():
     with pytest.raises(ValueError, match="GPU"):
         load_model("default", "cpu", "fp16")
+
+
+def test_loading_the_model_draws_no_progress_bar_and_keeps_the_callers_setting(capfd):
+    from transformers.utils import logging as hf_logging
+
+    for enabled in (True, False):
+        (hf_logging.enable_progress_bar if enabled else hf_logging.disable_progress_bar)()
+        try:
+            load_model.__wrapped__("default", "cpu", "auto")   # past the per-process cache: a real load
+            assert hf_logging.is_progress_bar_enabled() is enabled
+        finally:
+            hf_logging.enable_progress_bar()
+    assert "Loading weights" not in capfd.readouterr().err
