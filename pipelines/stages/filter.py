@@ -65,7 +65,7 @@ from pyspark.sql import functions as F
 from pipelines import incremental
 from pipelines.lake import ALL, Keys
 from pipelines.lake.files import TableFiles, Target
-from pipelines.kernels.filters import FilterParams, filter_batch, funnel
+from pipelines.kernels.filters import LANGUAGE, FilterParams, filter_batch, funnel
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import SILVER_DOCUMENTS_CLEAN, SILVER_DOCUMENTS_DEDUP, SILVER_FILTER_DECISIONS
 
@@ -129,22 +129,18 @@ def run(ctx: StageContext) -> StageResult:
     return StageResult(rows_in=rows_in, rows_out=rows_out, notes=notes)
 
 
-#: The decision row every decided document has exactly one of (:data:`~pipelines.kernels.filters.presets.ALWAYS`).
-DECIDED_MARK = "language"
-
-
 def _increment(lake, docs, cores: int):
     """What an incremental run does: ``(documents to decide, {kind: Keys}, {table: documents
     removed})``. Reads the ``doc_id`` keys of the input, the clean rows and the decisions'
-    :data:`DECIDED_MARK` rows; collects to the driver
-    only the keys that leave an output: decided documents no longer in the input, and clean rows
+    :data:`~pipelines.kernels.filters.presets.LANGUAGE` rows (one per decided document);
+    collects to the driver only the keys that leave an output: decided documents no longer in the input, and clean rows
     not both decided and in the input (of documents that left, or left behind by a run that died
     between its two commits, whose documents are decided again now)."""
     def flags(df, mark: str):   # doc_id and which of (i)nput, (d)ecisions, (c)lean holds it
         return df.select("doc_id", *(F.lit(name == mark).alias(name) for name in "idc"))
 
     keys = docs.select("doc_id")
-    decided = lake.read(SILVER_FILTER_DECISIONS).filter(F.col("filter") == DECIDED_MARK)
+    decided = lake.read(SILVER_FILTER_DECISIONS).filter(F.col("filter") == LANGUAGE)
     marks = (flags(keys, "i")
              .unionByName(flags(decided, "d"))
              .unionByName(flags(lake.read(SILVER_DOCUMENTS_CLEAN), "c"))

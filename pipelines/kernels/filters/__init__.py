@@ -45,6 +45,7 @@ from pipelines.kernels.filters.gopher_repetition import GopherRepetitionFilter, 
 from pipelines.kernels.filters.language import default_lid_model_path, detect_language, load_lid_model
 from pipelines.kernels.filters.pii import PiiFormatter, replace_pii
 from pipelines.kernels.filters.presets import (
+    LANGUAGE,
     PRESETS,
     RULES,
     STEPS,
@@ -62,7 +63,7 @@ from pipelines.kernels.filters.url import (
 )
 
 __all__ = [
-    "BULLETS", "DECISION_SCHEMA", "PRESETS", "RESULT_FIELDS", "RULES", "STEPS", "STOP_WORDS", "UNSEGMENTED_LANGUAGES",
+    "BULLETS", "DECISION_SCHEMA", "LANGUAGE", "PRESETS", "RESULT_FIELDS", "RULES", "STEPS", "STOP_WORDS", "UNSEGMENTED_LANGUAGES",
     "C4QualityFilter", "Document", "FilterParams", "FineWebQualityFilter", "GopherQualityFilter",
     "GopherRepetitionFilter", "Measure", "PiiFormatter", "Rule", "RuleConfig", "Steps", "UrlFilter",
     "bad_words_pattern", "c4_apply", "decide_batch", "default_lid_model_path", "detect_language",

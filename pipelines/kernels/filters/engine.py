@@ -18,7 +18,7 @@ from pipelines.config import FilterConfig
 from pipelines.kernels.filters._measure import Measure
 from pipelines.kernels.filters._text import words
 from pipelines.kernels.filters.language import detect_language
-from pipelines.kernels.filters.presets import ALWAYS, RULES, check_names, preset_rules
+from pipelines.kernels.filters.presets import ALWAYS, LANGUAGE, RULES, check_names, preset_rules
 from pipelines.kernels.filters.rule import Document, Rule
 from schemas.catalog import SILVER_FILTER_DECISIONS
 
@@ -157,7 +157,7 @@ def filter_document(doc_id: str, text: str, language: str, score: float, params:
                                    str(http_status)))
     cfg = params.config
     lang_ok = score >= cfg.min_language_score and (not cfg.languages or language in cfg.languages)
-    add("language", Measure("language", score, cfg.min_language_score, lang_ok, language))
+    add(LANGUAGE, Measure(LANGUAGE, score, cfg.min_language_score, lang_ok, language))
     doc = Document(doc_id, text, language, score, language not in params._unsegmented, url, host, http_status)
     changed = False
     for rule in params.rules:

@@ -33,8 +33,10 @@ from pipelines.kernels.filters.url import UrlFilter
 #: output, as in FineWeb.
 RULES: dict[str, type[Rule]] = {cls.name: cls for cls in (
     UrlFilter, GopherRepetitionFilter, GopherQualityFilter, C4QualityFilter, FineWebQualityFilter, PiiFormatter)}
+#: The language ID step, and the ``filter`` of the one decision row it gives every document.
+LANGUAGE = "language"
 #: Steps that run whatever the preset, first.
-ALWAYS: tuple[str, ...] = ("http_status", "language")
+ALWAYS: tuple[str, ...] = ("http_status", LANGUAGE)
 #: Every built-in step, in order.
 STEPS: tuple[str, ...] = (*ALWAYS, *RULES)
 
