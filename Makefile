@@ -70,6 +70,8 @@ run: $(STAMPS)/venv $(STAMPS)/jars
 report: $(STAMPS)/venv
 	@$(VENV)/bin/crawlake report --lake-root $(LAKE)
 
+# One pytest process: the suite is CPU-bound on 2 cores, and two pytest-xdist workers (each with its
+# own Spark session) ran slower than one.
 test: setup
 	$(PY) -m pytest
 
