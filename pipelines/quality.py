@@ -90,13 +90,18 @@ def _validate(df: DataFrame, spec: TableSpec, driver_max_rows: int) -> list[Resu
     (its suite columns collected as Arrow, :func:`validate_arrow` over all rows at once), else
     with GX's Spark engine. Both run the same suite and give the same results; the Spark engine
     costs a Spark job per metric, which on a small batch (an incremental run's few new rows) is
-    seconds of fixed cost. A larger ``df`` pays one job more (the count) before it.
+    seconds of fixed cost. One action tells which: the suite columns of at most
+    ``driver_max_rows + 1`` rows collected, validated when they are all of ``df``; a larger ``df``
+    pays that action before the Spark engine's jobs.
 
     Spark engine: ``BOOLEAN_ONLY`` results (a third of the Spark jobs of ``SUMMARY``); only a
     failed suite is validated again with ``SUMMARY``, for the counts and examples it reports."""
-    # counted first: a large frame's rows (documents' text among them) never reach the driver
-    if driver_max_rows > 0 and df.count() <= driver_max_rows:
-        return validate_arrow(df.select(*suite_columns(spec)).toArrow(), spec, chunk_rows=driver_max_rows)
+    # one action, not a count and then a collect (each computes df); bounded: no more than
+    # driver_max_rows + 1 rows of a large frame reach the driver
+    if driver_max_rows > 0:
+        head = df.select(*suite_columns(spec)).limit(driver_max_rows + 1).toArrow()
+        if head.num_rows <= driver_max_rows:
+            return validate_arrow(head, spec, chunk_rows=driver_max_rows)
     suite, definition = _batch_definition(spec.suite_name, spec.expectations, df.sparkSession)
     batch = definition.get_batch(batch_parameters={"dataframe": df})
     result = batch.validate(suite, result_format="BOOLEAN_ONLY")

@@ -237,9 +237,12 @@ class Lake:
             return self.spark.read.table(self.location(spec))
         return self.spark.read.format("delta").load(self.location(spec))
 
-    def rows(self, spec: TableSpec, columns: Sequence[str], where: Rows | None = None) -> list[dict]:
+    def rows(self, spec: TableSpec, columns: Sequence[str], where: Rows | None = None, *,
+             limit: int | None = None) -> list[dict]:
         """The driver's lookups in small tables (ledgers): ``columns`` of the rows ``where``
-        selects (None: all), as dicts; none when the table does not exist.
+        selects (None: all), as dicts; none when the table does not exist. ``limit``: at most that
+        many rows (which ones unspecified), e.g. one row of a value every row of a large table
+        shares.
 
         On local disk read with pyarrow over the Delta log's files (:mod:`pipelines.lake.read`):
         Spark's first read of a table replays its log in a job, seconds for a ledger of a few rows,
@@ -248,13 +251,14 @@ class Lake:
         if not self.exists(spec):
             return []
         if (local := self._local(spec)) is not None:
-            table = lake_read.read(local, columns, None if where is None else where.expression())
+            table = lake_read.read(local, columns, None if where is None else where.expression(), limit=limit)
             maps = [f.name for f in table.schema if pa.types.is_map(f.type)]
             rows = table.to_pylist()
             for r in rows:   # pyarrow gives a map as a list of pairs; Spark as a dict: a dict here
                 r.update({m: dict(r[m]) for m in maps if r[m] is not None})
             return rows
         df = self.read(spec) if where is None else self.read(spec).where(where.predicate())
+        df = df if limit is None else df.limit(limit)
         # PySpark gives timestamps as naive local times; pyarrow as UTC-aware: the same here
         return [{k: v.astimezone(timezone.utc) if isinstance(v, datetime) else v for k, v in r.asDict().items()}
                 for r in df.select(*columns).collect()]

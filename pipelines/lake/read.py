@@ -299,9 +299,10 @@ def _expression(filter: Filter) -> pds.Expression | None:
 
 
 def read(source: str | DeltaTable, columns: Sequence[str] | None = None, filter: Filter = None, *,
-         version: int | None = None, storage_options: dict | None = None) -> pa.Table:
+         version: int | None = None, storage_options: dict | None = None, limit: int | None = None) -> pa.Table:
     """Rows of a Delta table (a URI, or an open ``DeltaTable`` at its loaded version) matching
-    ``filter``, ``columns`` only (default all), as one ``pyarrow.Table``.
+    ``filter``, ``columns`` only (default all), as one ``pyarrow.Table``; with ``limit``, at most
+    that many rows (the first files that hold them: which rows is unspecified).
 
     The filter skips files by their partition values (and integer bounds) and row groups by their
     Parquet statistics before rows are filtered exactly. Raises TableNotFoundError for a missing
@@ -314,6 +315,8 @@ def read(source: str | DeltaTable, columns: Sequence[str] | None = None, filter:
     cols = list(columns) if columns is not None else None
     data = dataset(table, storage_options)
     if native_filesystem(table.table_uri, storage_options) is not None:
+        if limit is not None:
+            return data.head(limit, columns=cols, filter=expr)
         return data.to_table(columns=cols, filter=expr)
     # deltalake's filesystem is a Python one: read each file that may match whole, on this thread,
     # into Arrow memory, and scan it there (no Python-owned buffer reaches Arrow's IO threads)
@@ -323,6 +326,8 @@ def read(source: str | DeltaTable, columns: Sequence[str] | None = None, filter:
             buf = _arrow_buffer(f.read())
         local = data.format.make_fragment(pa.BufferReader(buf), partition_expression=fragment.partition_expression)
         pieces.append(local.to_table(schema=data.schema, columns=cols, filter=expr, use_threads=False))
+        if limit is not None and sum(p.num_rows for p in pieces) >= limit:
+            return pa.concat_tables(pieces).slice(0, limit)
     if not pieces:
         empty = data.schema.empty_table()
         return empty.select(cols) if cols is not None else empty

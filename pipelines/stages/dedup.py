@@ -162,10 +162,10 @@ def _full_because(ctx: StageContext, params: str) -> str | None:
         return "first run"
     # Every row has the same params (a full run overwrites the whole index, an incremental one
     # adds rows with its own, equal, params), so one row tells; an empty index means a full run.
-    row = ctx.lake.read(SILVER_DEDUP_INDEX).select("params").limit(1).first()
-    if row is None:
+    row = ctx.lake.rows(SILVER_DEDUP_INDEX, ["params"], limit=1)
+    if not row:
         return "first run"
-    if row.params != params:
+    if row[0]["params"] != params:
         return "dedup config changed"
     runs = incremental.succeeded_runs(ctx)
     mine = [r["started_at"] for r in runs if r["stage"] == "dedup"]
@@ -383,9 +383,12 @@ def run(ctx: StageContext) -> StageResult:
                           F.lit(params).alias("params")))
     _publish(ctx, incremental, kept_new.drop("text_hash"), clusters, index_rows)
 
-    result = _result(full_because, rows_in, kept_new.count(), hashed.value,
-                     bands, rows, cfg, exact_rows.filter(~F.col("kept")).count(),
-                     near_rows.filter(~F.col("kept")).count(), removed)
+    # Every removed row is a new document, removed once (an exact copy is not hashed), so one
+    # count per method gives what was kept too.
+    removed_by = dict(clusters.filter(~F.col("kept")).groupBy("method").count().collect())
+    exact_removed, near_removed = removed_by.get("exact", 0), removed_by.get("near", 0)
+    result = _result(full_because, rows_in, rows_in - exact_removed - near_removed, hashed.value,
+                     bands, rows, cfg, exact_removed, near_removed, removed)
     signatures.unpersist()
     return result
 

@@ -139,6 +139,10 @@ def test_the_gate_gives_the_same_results_on_the_driver_and_with_the_spark_engine
         on_spark = quality._validate(df, BRONZE_CLICKS, driver_max_rows=0)
         on_driver = quality._validate(df, BRONZE_CLICKS, driver_max_rows=50_000)
         assert sorted(on_driver) == sorted(on_spark)
+        # at the bound: all rows on the driver; one row fewer allowed: the Spark engine
+        n = df.count()
+        for bound in (n, n - 1):
+            assert sorted(quality._validate(df, BRONZE_CLICKS, driver_max_rows=bound)) == sorted(on_spark)
     assert not all(ok for _, _, ok, _ in on_spark)  # the last frame fails a check on both
 
 

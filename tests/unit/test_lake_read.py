@@ -55,6 +55,10 @@ def test_read_filters_and_projects(table, native, monkeypatch):
     assert rows(read.read(table, ["x"], [("day", "=", 1)])) == [{"x": 3}, {"x": 5}]
     assert rows(read.read(table, ["x"], [("x", ">", 100)])) == []
     assert rows(read.read(table, version=0)) == ROWS[:3]
+    # limit: that many of the matching rows, or all of them when fewer match
+    assert read.read(table, limit=2).num_rows == 2 and read.read(table, limit=2).schema == SCHEMA
+    assert rows(read.read(table, ["x"], [("day", "=", 1)], limit=1))[0] in ({"x": 3}, {"x": 5})
+    assert rows(read.read(table, limit=10)) == ROWS
 
 
 def test_a_publish_selection_reads_the_rows_it_replaces(table):
