@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -84,8 +86,47 @@ def spark(tmp_path_factory):
         if OWN_JVM_OPTS:
             mp.setenv("SPARK_SUBMIT_OPTS", os.environ["SPARK_SUBMIT_OPTS"].replace(SUBPROCESS_JVM_OPTS, SESSION_JVM_OPTS))
         session = get_spark(cfg.spark)
-    yield session
+    with _python_workers_kept(session):
+        yield session
     session.stop()
+
+
+#: Seconds between the jobs of :func:`_python_workers_kept`: within Spark's idle timeout (60 s).
+KEEP_WORKERS_EVERY_S = 30
+
+
+@contextmanager
+def _python_workers_kept(session):
+    """While the block runs, a one-row ``mapInArrow`` job every :data:`KEEP_WORKERS_EVERY_S`
+    seconds (job group ``tests-keep-python-workers``).
+
+    Spark kills a session's idle Python workers once none was used for 60 s (PythonWorkerFactory's
+    idle timeout, not configurable). The suite often leaves the session that long (subprocess
+    runs, the S3 and cluster tests), and then the next stage forks fresh workers that import Great
+    Expectations, the kernels and sentence-transformers and load the model again, seconds each.
+    Any Python job keeps all of them: a test's stages find workers as warm as a long job's later
+    tasks do. What the stages compute does not depend on it."""
+    stop = threading.Event()
+
+    def same(batches):   # nested: pickled by value (tests/ is not on the workers' path)
+        yield from batches
+
+    def keep():
+        session.sparkContext.setJobGroup("tests-keep-python-workers", "keeps the session's Python workers alive")
+        one_row = session.range(1, numPartitions=1)
+        while not stop.wait(KEEP_WORKERS_EVERY_S):
+            try:
+                one_row.mapInArrow(same, "id long").collect()
+            except Exception:   # noqa: BLE001 - the session is stopping or stopped: nothing to keep
+                return
+
+    thread = threading.Thread(target=keep, name="keep-python-workers", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=120)
 
 
 #: The three ways a lake's writes are committed, as the tests run them: deltalake commits of the
