@@ -320,13 +320,14 @@ def read(source: str | DeltaTable, columns: Sequence[str] | None = None, filter:
         return data.to_table(columns=cols, filter=expr)
     # deltalake's filesystem is a Python one: read each file that may match whole, on this thread,
     # into Arrow memory, and scan it there (no Python-owned buffer reaches Arrow's IO threads)
-    pieces = []
+    pieces, held = [], 0
     for fragment in data.get_fragments(filter=expr) if expr is not None else data.get_fragments():
         with data.filesystem.open_input_file(fragment.path) as f:
             buf = _arrow_buffer(f.read())
         local = data.format.make_fragment(pa.BufferReader(buf), partition_expression=fragment.partition_expression)
         pieces.append(local.to_table(schema=data.schema, columns=cols, filter=expr, use_threads=False))
-        if limit is not None and sum(p.num_rows for p in pieces) >= limit:
+        held += pieces[-1].num_rows
+        if limit is not None and held >= limit:
             return pa.concat_tables(pieces).slice(0, limit)
     if not pieces:
         empty = data.schema.empty_table()

@@ -162,10 +162,10 @@ def _full_because(ctx: StageContext, params: str) -> str | None:
         return "first run"
     # Every row has the same params (a full run overwrites the whole index, an incremental one
     # adds rows with its own, equal, params), so one row tells; an empty index means a full run.
-    row = ctx.lake.rows(SILVER_DEDUP_INDEX, ["params"], limit=1)
-    if not row:
+    first = ctx.lake.rows(SILVER_DEDUP_INDEX, ["params"], limit=1)
+    if not first:
         return "first run"
-    if row[0]["params"] != params:
+    if first[0]["params"] != params:
         return "dedup config changed"
     runs = incremental.succeeded_runs(ctx)
     mine = [r["started_at"] for r in runs if r["stage"] == "dedup"]
