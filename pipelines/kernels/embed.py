@@ -16,8 +16,11 @@ What makes it faster than ``SentenceTransformer.encode(texts, batch_size=32)``:
   into the matrix multiplies' epilogues, about 1.2x the eager pass on MiniLM; compiling costs
   10-40 s once per process on 2 cores (the low end with inductor's on-disk cache warm), which
   those tokens amortize;
-- on CUDA the model runs in fp16 (or bf16), the next batch is tokenized on a thread while the GPU
-  runs the current one, and host-to-device copies are non-blocking from pinned memory.
+- texts are tokenized once, in slices of 1024 (the Rust tokenizer's own threads), and a batch is a
+  gather of those rows; the naive loop tokenizes 32 texts at a time, and on a GPU a small model
+  like MiniLM waits on tokenization (and its tensor conversion) far more than on its matrix work;
+- on CUDA the model runs in fp16 (or bf16), the next batch is gathered and copied on a thread while
+  the GPU runs the current one, and host-to-device copies are non-blocking from pinned memory.
 
 On CPU the arithmetic is fp32, compiled or not, and the vectors equal
 ``encode(chunks, normalize_embeddings=True)`` to within float rounding (padding and fused kernels
@@ -295,16 +298,61 @@ def plan_batches(lengths: np.ndarray, tokens_per_batch: int, max_batch_size: int
     return batches
 
 
-def _token_counts(model, texts: list[str], slice_rows: int = 1024) -> np.ndarray:
-    """Tokens per text as the model's own preprocessing makes them (special tokens and truncation at
-    ``max_seq_length`` included): int64 (n,)."""
-    out = []
-    for s in range(0, len(texts), slice_rows):
-        features = model.preprocess(texts[s:s + slice_rows])
-        mask = features.get("attention_mask")
-        ids = features["input_ids"]
-        out.append(mask.sum(1).numpy() if mask is not None else np.full(ids.shape[0], ids.shape[1]))
-    return np.concatenate(out).astype(np.int64)
+def _tokenize(model, texts: list[str], slice_rows: int = 1024) -> tuple[dict, np.ndarray]:
+    """``texts`` tokenized once, as the model's own preprocessing does it (special tokens and
+    truncation at ``max_seq_length`` included): ``(features, lengths)``.
+
+    ``features``: every (rows, tokens) tensor of ``model.preprocess`` for all ``n`` texts, padded to
+    the widest :data:`PAD_TO_MULTIPLE`-rounded length (see :func:`_row_lengths`), so a batch is
+    a gather and a crop (:func:`_batch_features`), never a second tokenization; other entries (the
+    ``modality`` string) as the first slice gives them. ``lengths``: int64 (n,) tokens per text.
+    Raises ValueError if slices disagree on a non-row entry (texts of mixed modalities).
+    """
+    import torch
+
+    slices = [model.preprocess(texts[s:s + slice_rows]) for s in range(0, len(texts), slice_rows)]
+    lengths = np.concatenate([f["attention_mask"].sum(1).numpy() if "attention_mask" in f
+                              else np.full(f["input_ids"].shape[0], f["input_ids"].shape[1])
+                              for f in slices]).astype(np.int64)
+    width = int(_row_lengths(model, lengths).max())
+    padded = [_pad_features(model, f, width) for f in slices]
+    features = {}
+    for key, value in padded[0].items():
+        if torch.is_tensor(value) and value.dim() >= 1 and value.shape[0] == padded[0]["input_ids"].shape[0]:
+            features[key] = torch.cat([f[key] for f in padded])   # one row per text
+        elif torch.is_tensor(value) or any(f.get(key) != value for f in padded[1:]):
+            raise ValueError(f"model.preprocess gave {key!r} that is neither per text nor one value "
+                             "for all: embed texts of one modality per call")
+        else:
+            features[key] = value
+    return features, lengths
+
+
+def _row_lengths(model, lengths: np.ndarray) -> np.ndarray:
+    """The padded length of each row: its token count rounded up to :data:`PAD_TO_MULTIPLE`,
+    capped at the model's ``max_seq_length`` (or the longest row, if longer)."""
+    cap = max(model.max_seq_length or 0, int(lengths.max()))
+    return np.minimum(-(-lengths // PAD_TO_MULTIPLE) * PAD_TO_MULTIPLE, cap)
+
+
+def _batch_features(model, features: dict, idx: np.ndarray, length: int) -> dict:
+    """Rows ``idx`` of ``features`` (from :func:`_tokenize`) cut to ``length`` tokens on the
+    tokenizer's padding side: what ``model.preprocess`` of those rows, padded to ``length``, gives."""
+    import torch
+
+    left = getattr(model.tokenizer, "padding_side", "right") == "left"
+    rows = torch.from_numpy(np.asarray(idx, np.int64))
+    width = features["input_ids"].shape[1]
+    cols = slice(width - length, None) if left else slice(0, length)
+    out = {}
+    for key, value in features.items():
+        if not torch.is_tensor(value):
+            out[key] = value
+        elif value.dim() == 2 and value.shape[1] == width:
+            out[key] = value.index_select(0, rows)[:, cols].contiguous()
+        else:
+            out[key] = value.index_select(0, rows)
+    return out
 
 
 def _pad_features(model, features: dict, length: int) -> dict:
@@ -344,20 +392,19 @@ def encode_chunks(texts: list[str], params: EmbedParams) -> np.ndarray:
     on_gpu = dev.startswith("cuda")
     if not texts:
         return np.zeros((0, model.get_embedding_dimension()), np.float32)
-    lengths = _token_counts(model, texts)
-    cap = max(model.max_seq_length or 0, int(lengths.max()))
-    padded = np.minimum(-(-lengths // PAD_TO_MULTIPLE) * PAD_TO_MULTIPLE, cap)
+    features, lengths = _tokenize(model, texts)
+    padded = _row_lengths(model, lengths)
     budget = cfg.tokens_per_batch or AUTO_TOKENS_PER_BATCH["cuda" if on_gpu else "cpu"]
     batches = plan_batches(padded, budget, cfg.max_batch_size, keys=texts)
     out = np.empty((len(texts), model.get_embedding_dimension()), np.float32)
 
     def prepare(idx):
-        features = _pad_features(model, model.preprocess([texts[i] for i in idx]), int(padded[idx[0]]))
+        batch = _batch_features(model, features, idx, int(padded[idx[0]]))
         if on_gpu:
-            features = {k: v.pin_memory().to(dev, non_blocking=True) if torch.is_tensor(v) else v for k, v in features.items()}
-        return idx, features
+            batch = {k: v.pin_memory().to(dev, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
+        return idx, batch
 
-    # Tokenizing batch k+1 while the GPU runs batch k keeps it busy; on CPU the two would only
+    # Preparing batch k+1 while the GPU runs batch k keeps it busy; on CPU the two would only
     # fight for the same cores.
     pool = ThreadPoolExecutor(1) if on_gpu else None
     try:
@@ -365,12 +412,12 @@ def encode_chunks(texts: list[str], params: EmbedParams) -> np.ndarray:
         with torch.inference_mode():
             for k in range(len(batches)):
                 if pool:
-                    idx, features = pending.result()
+                    idx, batch = pending.result()
                     if k + 1 < len(batches):
                         pending = pool.submit(prepare, batches[k + 1])
                 else:
-                    idx, features = prepare(batches[k])
-                emb = _forward(params, on_gpu)(features)["sentence_embedding"].float()
+                    idx, batch = prepare(batches[k])
+                emb = _forward(params, on_gpu)(batch)["sentence_embedding"].float()
                 out[idx] = torch.nn.functional.normalize(emb, p=2, dim=1).cpu().numpy()
                 _tokens_embedded += int(lengths[idx].sum())
     finally:

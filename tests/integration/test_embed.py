@@ -43,7 +43,7 @@ def test_auto_compile_switches_after_the_token_threshold_and_keeps_the_vectors(m
     chunks = short + [texts[d][s:e] for d, (s, e, n) in zip(doc_index, spans) if n == full][:16]
     assert len(short) >= 8 and len(chunks) >= 24
     eager = load_model("default", "cpu", "auto")
-    lengths = kernel._token_counts(eager, chunks)
+    lengths = kernel._tokenize(eager, chunks)[1]
     want = eager.encode(chunks, normalize_embeddings=True, batch_size=32)
     auto = EmbedParams(EmbedConfig(device="cpu", compile="auto"))
     monkeypatch.setattr(kernel, "_tokens_embedded", 0)
