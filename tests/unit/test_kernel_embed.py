@@ -65,6 +65,29 @@ def test_a_chunks_vector_does_not_depend_on_its_batch_mates():
     assert all(np.array_equal(encode_chunks([c], params)[0], whole[i]) for i, c in enumerate(chunks[:12]))
 
 
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_a_batch_gathered_from_one_tokenization_equals_tokenizing_its_rows(side, monkeypatch):
+    """Texts are tokenized once, in slices wider than a batch; a batch cut from that must be what
+    tokenizing its rows alone and padding them to the batch length gives, on either padding side."""
+    import torch
+
+    from pipelines.kernels.embed import _batch_features, _pad_features, _row_lengths, _tokenize
+
+    model = load_model("default", "cpu", "auto")
+    monkeypatch.setattr(model.tokenizer, "padding_side", side)
+    texts = [" ".join(["word"] * n) + f" {n}" for n in (3, 40, 7, 300, 18, 1, 90)]
+    features, lengths = _tokenize(model, texts, slice_rows=3)   # three slices of different widths
+    padded = _row_lengths(model, lengths)
+    assert features["input_ids"].shape == (len(texts), padded.max()) and padded.max() == model.max_seq_length
+    for idx in (np.array([4, 0]), np.array([3]), np.array([6, 1, 2])):
+        length = int(padded[idx].max())
+        got = _batch_features(model, features, idx, length)
+        want = _pad_features(model, model.preprocess([texts[i] for i in idx]), length)
+        assert got.keys() == want.keys()
+        for key, value in want.items():
+            assert torch.equal(got[key], value) if torch.is_tensor(value) else got[key] == value, key
+
+
 def test_chunks_cover_the_text_in_overlapping_windows_of_at_most_the_model_length():
     text = " ".join(f"word{i}" for i in range(2000))
     params = EmbedParams(EmbedConfig(device="cpu", max_chunk_tokens=100, chunk_overlap_tokens=20))
