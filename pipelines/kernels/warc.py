@@ -126,7 +126,10 @@ def extract_text(html: str, extractor: str = "resiliparse") -> str:
     if extractor == "trafilatura":
         import trafilatura
 
-        return trafilatura.extract(html, favor_precision=True, include_comments=False, deduplicate=True) or ""
+        # deduplicate=False: trafilatura's deduplication drops text its process has seen before, so a
+        # page's text would depend on which pages the same worker extracted earlier; crawlake's dedup
+        # stage removes duplicate documents instead
+        return trafilatura.extract(html, favor_precision=True, include_comments=False, deduplicate=False) or ""
     raise ValueError(f"unknown extractor {extractor!r} (resiliparse | trafilatura)")
 
 

@@ -165,3 +165,21 @@ def test_declared_length_that_lies(tmp_path):
     short.write_bytes(record("first", page) + record("liar", page, declared=20) + record("after", page))
     reasons = [r.get("reason") for r in parse_warc_file(str(short)).rows]
     assert reasons[0] is None and "corrupt_file" in reasons
+
+
+def test_trafilatura_extraction_depends_on_the_page_alone():
+    """trafilatura's ``deduplicate`` keeps a process-wide cache of text it has seen and drops it the
+    next time: a page re-crawled, or a Spark worker that extracted a similar page earlier, would get
+    less text or none, depending on which task ran where. crawlake deduplicates documents in its
+    dedup stage; extraction must be a function of the page."""
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    from pipelines.kernels.warc import extract_text
+
+    with open(real_file("cc-main-2020-34-excerpt.warc.gz"), "rb") as f:
+        pages = [r.reader.read().decode("utf-8", "replace")
+                 for r in ArchiveIterator(f, record_types=WarcRecordType.response)][:8]
+    first = [extract_text(html, "trafilatura") for html in pages]
+    assert sum(len(t) for t in first) > 1000
+    for _ in range(3):
+        assert [extract_text(html, "trafilatura") for html in pages] == first
