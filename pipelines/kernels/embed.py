@@ -92,8 +92,8 @@ class EmbedParams:
     chunks); ``max_chunk_tokens`` (window size in tokens without special tokens, 0 = the model's
     maximum); ``compile`` (run the forward pass through ``torch.compile``: true, false, or "auto":
     on CPU, after :data:`AUTO_COMPILE_AFTER_TOKENS` tokens in this process; never on CUDA, where
-    MiniLM waits on tokenization, not on the GPU: see docs/benchmarks.md). ``model_revision``: the identity recorded with each vector (None =
-    resolve it in the worker).
+    MiniLM waits on tokenization, not on the GPU: see docs/benchmarks.md). ``model_revision``: the
+    identity recorded with each vector (None = resolve it in the worker).
     """
     config: EmbedConfig = EmbedConfig()
     model_revision: str | None = None
