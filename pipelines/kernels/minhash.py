@@ -202,21 +202,23 @@ def signature_batch(batch: pa.RecordBatch, params: DedupConfig) -> pa.RecordBatc
     ngram, num_perm, seed = params.ngram, params.num_perm, params.seed
     bands, rows = lsh_bands_rows(params)
     doc_ids = batch.column("doc_id").to_pylist()
-    shingle_sets = [word_shingles(text or "", ngram) for text in batch.column("text").to_pylist()]
-    hashed = [i for i, s in enumerate(shingle_sets) if s]
+    a, b = permutations(num_perm, seed)
+    # The shingles are byte ranges of the normalized texts packed by Arrow: no per-shingle string.
+    norm = pa.array([normalize_text(text or "") for text in batch.column("text").to_pylist()], pa.large_string())
+    offsets = np.frombuffer(norm.buffers()[1], dtype=np.int64, count=len(norm) + 1)
+    data = np.frombuffer(norm.buffers()[2] or b"", dtype=np.uint8)
+    starts, ends, doc_starts = _jit.word_shingle_ranges(data, offsets, ngram)
+    counts = np.diff(doc_starts)
+    hashed = np.flatnonzero(counts)
+    sigs = _jit.min_permuted(_jit.sha1_hash32_ranges(data, starts, ends), doc_starts, a, b)[hashed]
     signatures: list[bytes | None] = [None] * len(doc_ids)
-    counts = np.zeros(len(doc_ids), dtype=np.int32)
-    values = np.empty(0, dtype=np.int64)
-    if hashed:
-        sigs = minhash_signatures([shingle_sets[i] for i in hashed], num_perm, seed)
-        for i, sig in zip(hashed, sigs):
-            signatures[i] = signature_bytes(sig)
-        counts[hashed] = bands
-        values = band_hashes(sigs, bands, rows).reshape(-1)
-    offsets = np.zeros(len(doc_ids) + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
+    for i, sig in zip(hashed.tolist(), sigs):
+        signatures[i] = signature_bytes(sig)
+    list_offsets = np.zeros(len(doc_ids) + 1, dtype=np.int32)
+    np.cumsum(np.where(counts > 0, bands, 0), out=list_offsets[1:])
+    values = band_hashes(sigs, bands, rows).reshape(-1)
     return pa.RecordBatch.from_arrays(
         [pa.array(doc_ids, pa.string()), pa.array(signatures, pa.binary()),
-         pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, pa.int64()))],
+         pa.ListArray.from_arrays(pa.array(list_offsets), pa.array(values, pa.int64()))],
         schema=INDEX_SCHEMA,
     )

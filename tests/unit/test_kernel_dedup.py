@@ -62,6 +62,38 @@ def test_batch_signatures_bit_identical_on_all_real_page_texts():
         assert np.array_equal(row, reference.hashvalues)
 
 
+@pytest.mark.parametrize("ngram", [5, 2])
+def test_stage_kernel_signatures_bit_identical_to_datasketch_on_real_and_odd_texts(ngram):
+    """signature_batch hashes byte ranges of the packed normalized texts, not shingle strings:
+    every row must still equal datasketch fed word_shingles, band hashes included."""
+    import pyarrow as pa
+
+    from pipelines.config import DedupConfig
+    from pipelines.kernels.minhash import lsh_bands_rows, signature_batch, signature_bytes
+    from pipelines.kernels.warc import parse_warc_file
+
+    texts = [r["text"] for r in parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz")).rows
+             if r["kind"] == "document"][:150]
+    texts += ["", None, "   ...!?", "Two", "two words", "one two three four five", "a a a a a a a a a a a",
+              "Straße ＦＵＬＬ ǅemal ΣΊΣΥΦΟΣ", "日本語のテキスト 中文 ok", "x" * 200 + " " + "y" * 119 + " end",
+              " ".join(["word"] * 3) + "\n\n" + "ünï " * 40]
+    params = DedupConfig(ngram=ngram, num_perm=112, bands=14, rows=8)
+    batch = pa.RecordBatch.from_arrays([pa.array([str(i) for i in range(len(texts))]), pa.array(texts, pa.string())],
+                                       names=["doc_id", "text"])
+    out = signature_batch(batch, params)
+    assert out.column("doc_id").to_pylist() == [str(i) for i in range(len(texts))]
+    bands, rows = lsh_bands_rows(params)
+    for text, signature, hashes in zip(texts, out.column("signature").to_pylist(), out.column("band_hashes").to_pylist()):
+        shingles = word_shingles(text or "", ngram)
+        if not shingles:
+            assert signature is None and hashes == [], repr(text)
+            continue
+        reference = MinHash(num_perm=112, seed=1, scheme="legacy")
+        reference.update_batch(list(shingles))
+        assert signature == signature_bytes(reference.hashvalues), repr(text)
+        assert hashes == band_hashes(reference.hashvalues[None, :].astype(np.uint32), bands, rows)[0].tolist()
+
+
 def test_char_shingles():
     from pipelines.kernels.minhash import char_shingles
 
