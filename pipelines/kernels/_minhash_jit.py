@@ -87,6 +87,48 @@ def sha1_hash32_ranges(data, starts, ends):
 
 
 @njit(cache=True)
+def word_runs(data, offsets, is_word):
+    """The runs of word characters of UTF-8 texts, joined by one space: ``(data, offsets)`` packed.
+
+    ``data[offsets[d]:offsets[d+1]]`` is text ``d`` (valid UTF-8; surrogates as 3-byte sequences);
+    ``is_word`` is ``bool[0x110000]``, which code points are word characters. The result never is
+    longer than the input.
+    """
+    n = offsets.shape[0] - 1
+    out = np.empty(data.shape[0], dtype=np.uint8)
+    out_offsets = np.zeros(n + 1, dtype=np.int64)
+    o = 0
+    for d in range(n):
+        p, hi = offsets[d], offsets[d + 1]
+        gap = False   # a non-word character since this text's last word
+        while p < hi:
+            b = np.int64(data[p])
+            if b < 0x80:
+                cp, size = b, 1
+            elif b < 0xE0:
+                cp, size = ((b & 0x1F) << 6) | (np.int64(data[p + 1]) & 0x3F), 2
+            elif b < 0xF0:
+                cp, size = (((b & 0x0F) << 12) | ((np.int64(data[p + 1]) & 0x3F) << 6)
+                            | (np.int64(data[p + 2]) & 0x3F)), 3
+            else:
+                cp, size = (((b & 0x07) << 18) | ((np.int64(data[p + 1]) & 0x3F) << 12)
+                            | ((np.int64(data[p + 2]) & 0x3F) << 6) | (np.int64(data[p + 3]) & 0x3F)), 4
+            if is_word[cp]:
+                if gap and o > out_offsets[d]:
+                    out[o] = 32
+                    o += 1
+                gap = False
+                for q in range(size):
+                    out[o + q] = data[p + q]
+                o += size
+            else:
+                gap = True
+            p += size
+        out_offsets[d + 1] = o
+    return out[:o], out_offsets
+
+
+@njit(cache=True)
 def word_shingle_ranges(data, doc_offsets, n):
     """Byte ranges of the word ``n``-gram shingles of normalized texts (words joined by one space).
 

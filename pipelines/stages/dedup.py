@@ -60,7 +60,7 @@ from pipelines.kernels.minhash import (
     lsh_bands_rows,
     shingle_jaccard,
     signature_batch,
-    text_hash,
+    text_hashes,
 )
 from pipelines.stage import StageContext, StageResult, run_together
 from pipelines.lake import Lake
@@ -94,7 +94,7 @@ def index_params(cfg: DedupConfig, bands: int, rows: int) -> str:
 
 @F.pandas_udf(StringType())
 def _text_hash(texts: pd.Series) -> pd.Series:
-    return texts.map(lambda t: text_hash(t or ""))
+    return pd.Series(text_hashes(texts.tolist()), index=texts.index, dtype=object)
 
 
 @F.pandas_udf(DoubleType())

@@ -150,3 +150,29 @@ def test_normalized_text_is_the_two_pass_definition_on_real_and_odd_text():
         want = ({" ".join(words[i:i + 5]).encode() for i in range(len(words) - 4)} if len(words) >= 5
                 else {" ".join(words).encode()} if words else set())
         assert word_shingles(text, 5) == want, repr(text)
+
+
+def test_packed_normalization_equals_normalize_text_on_real_and_odd_text():
+    """normalize_texts (the stages' batch path: a compiled scan over a table of ``\\w``) gives the
+    bytes of normalize_text for every text, and so text_hashes the exact-dedup keys of text_hash."""
+    import re
+
+    from pipelines.kernels.minhash import _word_characters, normalize_text, normalize_texts, text_hash, text_hashes
+    from pipelines.kernels.warc import parse_warc_file
+
+    table = _word_characters()
+    assert all(bool(re.fullmatch(r"\w", chr(c))) == bool(table[c]) for c in range(0x110000))
+
+    texts = [r["text"] for r in parse_warc_file(real_file("cc-main-2024-22-whirlwind.warc.gz")).rows
+             if r["kind"] == "document"]
+    rng = np.random.default_rng(1)   # any code point, lone surrogates and 4-byte ones included
+    texts += ["".join(map(chr, rng.integers(0, 0x110000, size=int(rng.integers(0, 60))))) for _ in range(500)]
+    texts += ["".join(map(chr, range(lo, min(lo + 4096, 0x110000)))) for lo in range(0, 0x110000, 4096)]
+    texts += [None, "", " \t ", "...", "İstanbul ΣΊΣΥΦΟΣ ﬁne Ⅻ ①", "trailing, punctuation!", "a_b c"]
+    data, offsets = normalize_texts(texts)
+    assert len(offsets) == len(texts) + 1
+    for i, text in enumerate(texts):
+        want = normalize_text(text or "").encode("utf-8", "surrogatepass")
+        assert bytes(data[offsets[i]:offsets[i + 1]]) == want, repr(text)
+    plain = [t for t in texts[:300] if t is not None] + [""]
+    assert text_hashes(plain + [None]) == [text_hash(t) for t in plain] + [text_hash("")]
