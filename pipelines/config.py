@@ -100,7 +100,7 @@ class DedupConfig(_Strict):
     max_iterations: int = Field(50, ge=1)
     #: connected components of at most this many candidate edges are computed on the driver
     driver_components_max_edges: int = Field(200_000, ge=0)
-    verify: bool = False
+    verify: bool = True
     keep: list[str] = Field(default_factory=lambda: ["crawl_date asc", "text_length desc", "doc_id asc"])
 
     @model_validator(mode="after")
