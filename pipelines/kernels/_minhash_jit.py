@@ -3,7 +3,9 @@
 ``sha1_hash32`` reproduces ``datasketch.hashfunc.sha1_hash32`` (first 4 bytes of SHA-1, read
 little-endian; FIPS 180-4 SHA-1) over many byte strings packed in one buffer, and
 ``min_permuted`` the legacy-scheme permutations ``((a·h + b) mod (2^61 − 1)) & (2^32 − 1)`` with
-uint64 arithmetic that wraps exactly as numpy's does in datasketch.
+uint64 arithmetic that wraps exactly as numpy's does in datasketch. ``word_runs`` and
+``word_shingle_ranges`` normalize packed UTF-8 texts and cut their word n-gram shingles as byte
+ranges of one buffer, so no shingle becomes a Python object.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def word_runs(data, offsets, is_word):
     """The runs of word characters of UTF-8 texts, joined by one space: ``(data, offsets)`` packed.
 
     ``data[offsets[d]:offsets[d+1]]`` is text ``d`` (valid UTF-8; surrogates as 3-byte sequences);
-    ``is_word`` is ``bool[0x110000]``, which code points are word characters. The result never is
+    ``is_word`` is ``bool[0x110000]``, which code points are word characters. The result is never
     longer than the input.
     """
     n = offsets.shape[0] - 1
