@@ -231,7 +231,7 @@ def signature_batch(batch: pa.RecordBatch, params: DedupConfig) -> pa.RecordBatc
     """
     ngram, num_perm, seed = params.ngram, params.num_perm, params.seed
     bands, rows = lsh_bands_rows(params)
-    doc_ids = batch.column("doc_id").to_pylist()
+    doc_ids = batch.column("doc_id").cast(pa.string())
     a, b = permutations(num_perm, seed)
     # The shingles are byte ranges of the packed normalized texts: no per-shingle string.
     data, offsets = normalize_texts(batch.column("text").to_pylist())
@@ -246,7 +246,7 @@ def signature_batch(batch: pa.RecordBatch, params: DedupConfig) -> pa.RecordBatc
     np.cumsum(np.where(counts > 0, bands, 0), out=list_offsets[1:])
     values = band_hashes(sigs, bands, rows).reshape(-1)
     return pa.RecordBatch.from_arrays(
-        [pa.array(doc_ids, pa.string()), pa.array(signatures, pa.binary()),
+        [doc_ids, pa.array(signatures, pa.binary()),
          pa.ListArray.from_arrays(pa.array(list_offsets), pa.array(values, pa.int64()))],
         schema=INDEX_SCHEMA,
     )
