@@ -312,7 +312,25 @@ def commit(table_uri: str, schema_json: str, partition_by: Sequence[str], adds: 
                       for r in removes]
     table.create_write_transaction([*remove_actions, *add_actions], mode="append", schema=table.schema(),
                                    partition_by=list(partition_by) or None, commit_properties=props)
+    drop_stale_checksum(root)
     return True
+
+
+def drop_stale_checksum(table_root: str) -> None:
+    """Delete ``_delta_log/._last_checkpoint.crc`` of a local table, after a delta-rs commit.
+
+    Spark's local file system (Hadoop's ``ChecksumFileSystem``) writes a CRC sidecar beside each
+    file and checks it on every read; delta-rs writes no sidecar. ``_last_checkpoint`` is the only
+    file of a Delta log that is ever rewritten, so once delta-rs checkpoints a table Spark
+    checkpointed before, Spark's sidecar no longer matches: each Spark read then fails the
+    checksum, logs the stack, sleeps and retries (seconds) before it lists the log instead.
+    Without a sidecar Hadoop reads the file unchecked, as delta-rs does."""
+    root = local_path(table_root) or table_root
+    if "://" not in root:
+        try:
+            os.remove(os.path.join(root, "_delta_log", "._last_checkpoint.crc"))
+        except FileNotFoundError:
+            pass
 
 
 def vacuum(table_uri: str, *, lineage: Lineage | None = None) -> list[str]:
@@ -327,8 +345,10 @@ def vacuum(table_uri: str, *, lineage: Lineage | None = None) -> list[str]:
     root = local_path(table_uri) or table_uri
     props = CommitProperties(custom_metadata={"crawlake.operation": "VACUUM",
                                               **({LINEAGE_FIELD: lineage.to_json()} if lineage else {})})
-    return DeltaTable(root).vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False, full=True,
-                                   commit_properties=props)
+    removed = DeltaTable(root).vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False, full=True,
+                                      commit_properties=props)
+    drop_stale_checksum(root)
+    return removed
 
 
 def remove_files(table_root: str, files: Iterable[DataFile]) -> None:

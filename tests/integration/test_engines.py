@@ -81,7 +81,9 @@ def test_both_engines_read_each_others_logs_checkpoints_included(spark, tmp_path
     """31 commits, the engine alternating within each run of ten. Both write checkpoints
     (``delta.checkpointInterval`` 10): Spark at versions 10 and 30, deltalake at 19 (delta-rs
     counts commits, Spark versions). After every commit both engines read every row, Spark from
-    the newest checkpoint with its log cache cleared."""
+    the newest checkpoint with its log cache cleared, and Hadoop's checksummed local file system
+    reads ``_last_checkpoint`` (delta-rs rewrites it; a sidecar CRC left by Spark would fail every
+    Spark read's checksum, which Delta retries with sleeps before listing the log)."""
     from datetime import datetime, timezone
 
     from pipelines.lake import Lake
@@ -91,6 +93,17 @@ def test_both_engines_read_each_others_logs_checkpoints_included(spark, tmp_path
     lakes = {w: Lake(spark, lake_config(root, writer=w).lake) for w in ("deltalake", "spark")}
     log = root / "ops" / "quality" / "_delta_log"
     clear = spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache
+    jvm = spark._jvm
+    hadoop_local = jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark._jsc.hadoopConfiguration())
+    assert hadoop_local.getVerifyChecksum()   # Spark's default: a sidecar CRC is checked on read
+
+    def read_checksummed(path: Path) -> bytes:
+        stream = hadoop_local.open(jvm.org.apache.hadoop.fs.Path(str(path)))
+        try:   # raises ChecksumException (through py4j) where the sidecar does not match
+            return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+        finally:
+            stream.close()
+
     for version in range(31):
         writer = "deltalake" if version % 2 == (version // 10) % 2 else "spark"
         lakes[writer].append_rows(OPS_QUALITY, [(f"r{version}", "s", "t", "suite", "e", None, True, str(version),
@@ -100,6 +113,8 @@ def test_both_engines_read_each_others_logs_checkpoints_included(spark, tmp_path
         clear()
         assert read_lake(spark, lake_config(root), "ops.quality").count() == version + 1
         assert DeltaTable(str(root / "ops" / "quality")).to_pyarrow_table().num_rows == version + 1
+        if (log / "_last_checkpoint").exists():
+            assert read_checksummed(log / "_last_checkpoint") == (log / "_last_checkpoint").read_bytes()
     assert json.loads((log / "_last_checkpoint").read_text())["version"] == 30
     assert {int(p.name.split(".")[0]) for p in log.glob("*.checkpoint.parquet")} == {10, 19, 30}
     history = [json.loads(line) for p in sorted(log.glob("*.json")) for line in p.read_text().splitlines()]
