@@ -19,10 +19,20 @@ Modes:
            set to them untimed. datatrove: ParquetReader → GopherRepetition → GopherQuality →
            C4Quality(filter_no_terminal_punct=False) → FineWebQuality → ParquetWriter (no language
            filter), with exclusion writers, 2 tasks / 2 workers.
+  records  (datatrove only, untimed; the agreement part) every WARC response record of ``warcs``
+           as datatrove's chain treats it, to tell why a record left before the first filter
+           that records it: whether its reader takes it (``process_record``: payload type HTML,
+           decodable), and its trafilatura text twice, with ``deduplicate=False`` and replaying
+           the chain's ``deduplicate=True`` (one fresh cache per file, as one task per file, over
+           the records the URL filter passed, in file order; a fresh one after a record datatrove's
+           extractor dropped though the replay finds text: a timeout, after which datatrove's
+           sandbox restarts). ``records.parquet`` in ``out``.
 
 Afterwards (untimed) each side writes what it kept and why to ``out``: crawlake the decisions
-(doc_id, url, filter, passed) and the kept documents' ids and URLs; datatrove the ids and URLs
-kept and removed per filter step. Prints ``RESULT {json}``.
+(doc_id, filter, passed; in chain mode also value and detail) and the kept documents' ids and
+URLs, and in chain mode the ingested documents (with WARC-Record-ID and text) and
+bronze.quarantine; datatrove the ids, URLs and filter reasons of the documents kept and removed
+per filter step (in chain mode with their texts). Prints ``RESULT {json}``.
 
 datatrove's language filter loads fastText lid.176 from its asset cache, where it would download
 ``lid.176.bin`` from the fastText site; the benchmark sets ``HF_ASSETS_CACHE`` to a folder of its
@@ -92,18 +102,24 @@ def _crawlake_filters_once(spark, root: Path, overrides: list[str]) -> dict:
     return {"seconds": filt.duration_s, "copy_s": copy_s, "documents": filt.result.rows_in, "kept": filt.result.rows_out}
 
 
-def _crawlake_export(root: Path, out: Path) -> None:
+def _crawlake_export(root: Path, out: Path, chain: bool) -> None:
     import pyarrow.parquet as pq
 
     from pipelines.lake.read import read
 
     out.mkdir(parents=True, exist_ok=True)
-    decisions = read(str(root / "silver" / "filter_decisions"), ["doc_id", "filter", "passed"])
+    decisions = read(str(root / "silver" / "filter_decisions"),
+                     ["doc_id", "filter", "passed", *(["value", "detail"] if chain else [])])
     pq.write_table(decisions, out / "decisions.parquet")
     clean = read(str(root / "silver" / "documents_clean"), ["doc_id", "url"])
     pq.write_table(clean, out / "kept.parquet")
-    docs = read(str(root / "silver" / "documents_dedup"), ["doc_id", "url"])
-    pq.write_table(docs, out / "documents.parquet")
+    # chain: the WARC record behind each document and its extracted text, and the records that
+    # did not become documents (the agreement part joins both sides by WARC-Record-ID)
+    columns = ["doc_id", "url", "warc_record_id", "http_status", "text"] if chain else ["doc_id", "url"]
+    pq.write_table(read(str(root / "silver" / "documents_dedup"), columns), out / "documents.parquet")
+    if chain:
+        quarantine = read(str(root / "bronze" / "quarantine"), ["warc_record_id", "url", "reason", "detail"])
+        pq.write_table(quarantine, out / "quarantine.parquet")
 
 
 def crawlake(args: dict) -> dict:
@@ -125,7 +141,7 @@ def crawlake(args: dict) -> dict:
     else:
         res = _crawlake_filters_once(spark, root, overrides)
     spark.stop()
-    _crawlake_export(root, Path(args["out"]))
+    _crawlake_export(root, Path(args["out"]), chain=args["mode"] == "chain")
     if args["mode"] == "chain":
         shutil.rmtree(root, ignore_errors=True)
     return {**res, "import_s": import_s, "spark_start_s": spark_start_s, "warmup_s": warmup_s}
@@ -176,26 +192,33 @@ def datatrove(args: dict) -> dict:
     t0 = time.perf_counter()
     executor.run()
     seconds = time.perf_counter() - t0
-    out = _datatrove_export(work, Path(args["out"]))
+    out = _datatrove_export(work, Path(args["out"]), texts=args["mode"] == "chain")
     return {"seconds": seconds, "import_s": import_s, **out}
 
 
-def _datatrove_export(work: Path, out: Path) -> dict:
+def _datatrove_export(work: Path, out: Path, texts: bool) -> dict:
+    """``datatrove.parquet``: doc_id, url and step (``kept`` or the step that removed it) of every
+    document a step wrote out, with its ``filter_reason``, language score and, with ``texts``,
+    its text (the chain's agreement part reads them)."""
     import gzip
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     out.mkdir(parents=True, exist_ok=True)
-    rows = {"doc_id": [], "url": [], "step": []}
+    rows = {"doc_id": [], "url": [], "step": [], "reason": [], "language_score": [], "text": []}
 
     def add(path: Path, step: str) -> None:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             for line in fh:
                 d = json.loads(line)
+                meta = d.get("metadata") or {}
                 rows["doc_id"].append(str(d.get("id")))
-                rows["url"].append((d.get("metadata") or {}).get("url"))
+                rows["url"].append(meta.get("url"))
                 rows["step"].append(step)
+                rows["reason"].append(meta.get("filter_reason"))
+                rows["language_score"].append(meta.get("language_score"))
+                rows["text"].append(d.get("text") if texts else None)
 
     for step in DT_STEPS:
         for path in sorted((work / "removed" / step).glob("*.jsonl.gz")):
@@ -208,13 +231,81 @@ def _datatrove_export(work: Path, out: Path) -> dict:
         meta = t.column("metadata").to_pylist() if "metadata" in t.column_names else [None] * t.num_rows
         rows["url"] += [(m or {}).get("url") if isinstance(m, dict) else None for m in meta]
         rows["step"] += ["kept"] * t.num_rows
+        rows["reason"] += [None] * t.num_rows
+        rows["language_score"] += [None] * t.num_rows
+        rows["text"] += t.column("text").to_pylist() if texts else [None] * t.num_rows
     pq.write_table(pa.table(rows), out / "datatrove.parquet")
     return {"documents": len(rows["doc_id"]), "kept": rows["step"].count("kept"),
             "removed_by_step": {s: rows["step"].count(s) for s in DT_STEPS}}
 
 
+def datatrove_records(args: dict) -> dict:
+    """The ``records`` mode (see the module docstring): one row per WARC response record, with
+    ``read`` (datatrove's WarcReader yields it), ``not_read`` (why not: the payload type it saw, or
+    undecodable or empty), ``url_removed``, the trafilatura text with ``deduplicate`` off and on,
+    and ``timeout`` (datatrove's extractor gave nothing where the replay finds text)."""
+    import io
+    from types import SimpleNamespace
+
+    import magic
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import trafilatura
+    from datatrove.pipeline.readers.warc import process_record
+    from trafilatura.meta import reset_caches
+    from warcio.archiveiterator import ArchiveIterator
+
+    dt = pq.read_table(Path(args["datatrove_out"]) / "datatrove.parquet", columns=["doc_id", "step"])
+    step = dict(zip(dt.column("doc_id").to_pylist(), dt.column("step").to_pylist()))
+
+    def extract(html: str, deduplicate: bool) -> str:   # as datatrove's Trafilatura(favour_precision=True)
+        return trafilatura.extract(html, favor_precision=True, include_comments=False, deduplicate=deduplicate) or ""
+
+    def fresh_extractor() -> None:     # a new sandbox process: empty caches, then its warm-up call
+        reset_caches()
+        extract("", True)
+
+    rows: dict[str, list] = {k: [] for k in ("record_id", "url", "file", "read", "not_read", "url_removed",
+                                             "text_nodedup", "text_dedup", "timeout")}
+    for path in args["warcs"]:
+        fresh_extractor()              # one task per file, each with its own extractor process
+        with open(path, "rb") as fh:
+            for record in ArchiveIterator(fh):
+                if record.rec_type != "response":
+                    continue
+                record_id = record.rec_headers.get("WARC-Record-ID")
+                url = record.rec_headers.get("WARC-Target-URI")
+                payload = record.content_stream().read()
+                data = process_record(SimpleNamespace(rec_type=record.rec_type, rec_headers=record.rec_headers,
+                                                      content_stream=lambda payload=payload: io.BytesIO(payload)))
+                why = None
+                if not data or not data["text"]:   # what datatrove's reader saw: the payload type, or no text
+                    why = record.rec_headers.get("WARC-Identified-Payload-Type") or magic.from_buffer(payload, mime=True)
+                    why = "undecodable or empty" if why in ("text/html", "application/xhtml+xml") else f"payload {why}"
+                nodedup = dedup = None
+                timeout = False
+                if why is None and step.get(record_id) != "url":
+                    nodedup, dedup = extract(data["text"], False), extract(data["text"], True)
+                    # datatrove's extractor gave nothing where the replay finds text: it timed out (1 s)
+                    # or failed, and the sandbox process was killed and restarted with an empty cache
+                    timeout = record_id not in step and bool(dedup)
+                    if timeout:
+                        fresh_extractor()
+                for key, value in (("record_id", record_id), ("url", url), ("file", Path(path).name),
+                                   ("read", why is None), ("not_read", why), ("url_removed", step.get(record_id) == "url"),
+                                   ("text_nodedup", nodedup), ("text_dedup", dedup), ("timeout", timeout)):
+                    rows[key].append(value)
+    out = Path(args["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(rows), out / "records.parquet")
+    return {"records": len(rows["record_id"]), "read": sum(rows["read"]), "trafilatura": trafilatura.__version__}
+
+
 def main() -> None:
     args = json.loads(sys.argv[1])
+    if args["system"] == "datatrove" and args["mode"] == "records":
+        emit({**datatrove_records(args), "pid": os.getpid()})
+        return
     out = {"crawlake": crawlake, "datatrove": datatrove}[args["system"]](args)
     emit({**out, "pid": os.getpid()})
 

@@ -2,12 +2,13 @@
 
 (a) chain: the real WARC files of ../shared/data (the 2008 Internet Archive crawl and the Common
     Crawl 2020-34 excerpt) replicated with fresh WARC-Record-IDs to ``--mb`` MB in ``--files``
-    files (bench_ingest's builder). crawlake: the ingest stage then the filter stage on local
-    Spark (2 cores; fineweb preset, ``filter.languages=[en]`` as FineWeb's English filter),
-    silver.documents_dedup set to the ingested documents between them, untimed (no dedup on
-    either side). datatrove: FineWeb's chain (WarcReader → URLFilter → Trafilatura → LanguageFilter
-    → GopherRepetition → GopherQuality → C4Quality → FineWebQuality → JsonlWriter, exclusion
-    writers on every filter as in FineWeb's script), one task per file, 2 workers. Rows:
+    files (bench_ingest's builder; ``--mb 0``: the two files as they are). crawlake: the ingest
+    stage then the filter stage on local Spark (2 cores; fineweb preset, ``filter.languages=[en]``
+    as FineWeb's English filter), silver.documents_dedup set to the ingested documents between
+    them, untimed (no dedup on either side). datatrove: FineWeb's chain (WarcReader → URLFilter
+    → Trafilatura → LanguageFilter → GopherRepetition → GopherQuality → C4Quality →
+    FineWebQuality → JsonlWriter, exclusion writers on every filter as in FineWeb's script), one
+    task per file, 2 workers. Rows:
     the same extractor (trafilatura: crawlake ``ingest.extractor=trafilatura``), and each tool's
     own default (crawlake resiliparse). docs/s = WARC response records in the input ÷ seconds;
     overlap = Jaccard of the kept URL sets.
@@ -18,14 +19,31 @@
     language filter), 2 tasks / 2 workers. Agreement per rule family: among the documents that
     reach a datatrove filter (it is chained), the fraction whose verdict crawlake's decisions of
     that family give too.
+(c) agreement: the chain's per-step agreement, record by record. Both chains run once on the
+    input of (a) (``--mb 0``: the two real WARC files as they are, no replicas) with the same
+    extractor, or the outputs of (a)'s same-extractor row when ``chain`` runs in the same
+    invocation; then, untimed, datatrove's reader and trafilatura (``deduplicate`` off, and
+    replayed on) over every response record (``_peer_fineweb_side.py`` mode ``records``). Each
+    WARC response record gets one outcome a side, joined by WARC-Record-ID (datatrove's document
+    id; crawlake keeps it in bronze.documents and bronze.quarantine, its doc_id is a hash of it):
+    ``not_read`` (no HTML document made of it), ``no_text`` (the extractor gave nothing),
+    ``http_status`` (crawlake only: not 2xx), or the first filter step in FineWeb's order that
+    removed it (``url``, ``language``, ``gopher_repetition``, ``gopher_quality``, ``c4``,
+    ``fineweb``; crawlake runs every rule, so its first failed one in that order), or ``kept``.
+    Prints the cross-tab (crawlake × datatrove records) and, for each cell off the diagonal,
+    its causes: why a side read or extracted nothing, whether the two sides' filters saw the same
+    text (else: datatrove's ``deduplicate=True`` shortened it, or the two trafilatura versions
+    extract differently), the crawlake rules that failed and datatrove's ``filter_reason``, with
+    example records.
 
 Each side runs in its own interpreter (.venv; .venv-peers/datatrove from ``make peers``),
 alternating, medians of ``--repeats``. crawlake's Spark start and warm-up (a small WARC through
 both stages) and the imports are reported apart. Targets (issue 21): (a) ≥ 1.3× datatrove's
 docs/s with the same extractor, (b) ≥ 6×, agreement ≥ 0.95 per rule or the cause documented.
 
-    python benchmarks/bench_peer_fineweb.py [--json] [--parts chain,defaults,filters] [--mb 200]
-        [--files 4] [--filter-docs 100000] [--repeats 3] [--workdir DIR]
+    python benchmarks/bench_peer_fineweb.py [--json] [--parts chain,defaults,filters,agreement]
+        [--mb 200] [--files 4] [--filter-docs 100000] [--repeats 3] [--workdir DIR]
+    python benchmarks/bench_peer_fineweb.py --parts agreement --mb 0     # the real files as they are
 """
 
 from __future__ import annotations
@@ -33,6 +51,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -129,11 +148,182 @@ def agreement(crawlake_out: Path, datatrove_out: Path, steps: tuple[str, ...]) -
     return out
 
 
+#: A record's outcome on either side of the chain, in FineWeb's order (crawlake extracts before its
+#: URL rule runs, and only it filters on HTTP status).
+OUTCOMES = ("not_read", "url", "no_text", "http_status", *FAMILIES[1:], "other", "kept")
+
+
+def chain_input(args, workdir: Path) -> list[Path]:
+    """(a)'s WARC files: replicas to ``--mb`` in ``--files`` files, or with ``--mb 0`` the two real
+    files as they are (linked into a folder of their own: datatrove reads a folder)."""
+    import bench_ingest
+
+    if args.mb:
+        return bench_ingest.build_input(workdir / f"warc-{args.mb}mb-{args.files}", args.mb, files=args.files)
+    folder = workdir / "warc-real"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in bench_ingest.SOURCES:
+        if not (folder / name).exists():
+            (folder / name).symlink_to(bench_ingest.DATA / name)
+    return sorted(folder.glob("*.warc.gz"))
+
+
+def crawlake_outcomes(out: Path) -> dict[str, dict]:
+    """WARC-Record-ID → crawlake's outcome (:data:`OUTCOMES`) with why: the quarantine reason,
+    or the failed rules (``name=value``), the language row and the extracted text."""
+    import pyarrow.parquet as pq
+
+    failed: dict[str, list[str]] = {}
+    values: dict[str, dict[str, str]] = {}   # doc_id → {rule: "name=value"}, passed or not
+    language: dict[str, str] = {}
+    for row in pq.read_table(out / "decisions.parquet").to_pylist():
+        if row["filter"] == "language":
+            language[row["doc_id"]] = f"{row['detail']} {row['value']:.2f}"
+        shown = f"{row['filter']}={row['value']:.3g}" if row["value"] is not None else row["filter"]
+        values.setdefault(row["doc_id"], {})[row["filter"]] = shown
+        if not row["passed"]:
+            failed.setdefault(row["doc_id"], []).append(shown)
+    kept = set(pq.read_table(out / "kept.parquet").column("doc_id").to_pylist())
+    result = {}
+    for row in pq.read_table(out / "quarantine.parquet").to_pylist():
+        result[row["warc_record_id"]] = {"outcome": "no_text" if row["reason"] == "empty_text" else "not_read",
+                                         "why": f"{row['reason']} ({row['detail']})" if row["detail"] else row["reason"]}
+    for row in pq.read_table(out / "documents.parquet").to_pylist():
+        rules = failed.get(row["doc_id"], [])
+        steps = {"http_status" if r.startswith("http_status") else family(r.split("=")[0]) or "other" for r in rules}
+        outcome = next((o for o in OUTCOMES if o in steps), "kept")
+        assert (outcome == "kept") == (row["doc_id"] in kept), row
+        result[row["warc_record_id"]] = {"outcome": outcome, "text": row["text"], "rules": rules,
+                                         "values": values.get(row["doc_id"], {}), "language": language.get(row["doc_id"])}
+    return result
+
+
+def datatrove_outcomes(out: Path, records: Path) -> dict[str, dict]:
+    """WARC-Record-ID → datatrove's outcome with why: the step that removed it and its
+    ``filter_reason``, or for a record no step recorded, why its reader or extractor gave nothing."""
+    import pyarrow.parquet as pq
+
+    result = {}
+    for row in pq.read_table(out / "datatrove.parquet").to_pylist():
+        score = f"en {row['language_score']:.2f}" if row["language_score"] is not None else None
+        result[row["doc_id"]] = {"outcome": row["step"], "reason": row["reason"], "language": score,
+                                 "recorded": row["text"]}
+    for row in pq.read_table(records / "records.parquet").to_pylist():
+        if not row["read"]:
+            result[row["record_id"]] = {"outcome": "not_read", "why": row["not_read"]}
+        elif row["record_id"] not in result:
+            why = ("extractor timeout (1 s) or error" if row["timeout"] else
+                   "trafilatura finds no main text" if not row["text_nodedup"] else
+                   "trafilatura deduplicate=True drops it: text seen before in the file")
+            result[row["record_id"]] = {"outcome": "no_text", "why": why}
+        result[row["record_id"]].update(url=row["url"], text_nodedup=row["text_nodedup"], text=row["text_dedup"])
+    return result
+
+
+def cause(c: dict, d: dict) -> tuple[str, str]:
+    """(class, evidence) of a record the two sides treat differently."""
+    for side, o in (("crawlake", c), ("datatrove", d)):
+        if o["outcome"] in ("not_read", "no_text"):
+            return f"{side} {o['outcome']}: {o['why']}", ""
+    rules = f"crawlake fails {','.join(r.split('=')[0] for r in c['rules']) or 'nothing'}; " \
+            f"datatrove {d['outcome']}: {d.get('reason') or '-'}"
+    ct, dt, nodedup = c["text"], d["text"], d["text_nodedup"]
+    if dt is None:   # removed by datatrove's URL filter before extraction
+        return rules, f"crawlake failed {' '.join(c['rules']) or '-'}"
+    text = ("same text" if ct == dt else
+            "datatrove's text shortened by deduplicate=True" if ct == nodedup else
+            "trafilatura versions extract differently, crawlake's as one line"
+            if "\n" not in ct and "\n" in nodedup else
+            "trafilatura versions extract differently")
+    # crawlake's measures of the step datatrove removed it at, passed or not
+    measured = [v for rule, v in c["values"].items() if family(rule) == d["outcome"]]
+    evidence = (f"chars crawlake {len(ct)} / datatrove {len(dt)} (no dedup {len(nodedup)}); "
+                f"lines {ct.count(chr(10)) + 1} / {dt.count(chr(10)) + 1}; "
+                f"language {c['language']} / {d.get('language')}; crawlake failed {' '.join(c['rules']) or '-'}"
+                + (f"; crawlake's {d['outcome']} {' '.join(measured)}" if measured else ""))
+    return f"{text}; {rules}", evidence
+
+
+TABLE_ROW = re.compile(r"(?m)^\|")
+
+
+def pipe_ended(text: str) -> bool:
+    """Most lines end in "|": table rows, which have no terminal punctuation."""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    return sum(line.endswith("|") for line in lines) * 2 > len(lines)
+
+
+def text_shapes(both: list[tuple[str, str, str]]) -> dict:
+    """How the two extractors' texts differ, over (crawlake, datatrove without and with deduplication)
+    where both gave text."""
+    return {"both_extracted": len(both), "same_text": sum(c == n for c, n, _ in both),
+            "same_but_whitespace": sum(c.split() == n.split() for c, n, _ in both),
+            "crawlake_table_rows": sum(bool(TABLE_ROW.search(c)) for c, _, _ in both),
+            "datatrove_table_rows": sum(bool(TABLE_ROW.search(n)) for _, n, _ in both),
+            "crawlake_pipe_ended": sum(pipe_ended(c) for c, _, _ in both),
+            "datatrove_pipe_ended": sum(pipe_ended(n) for _, n, _ in both),
+            "crawlake_one_line": sum("\n" not in c for c, _, _ in both),
+            "datatrove_one_line": sum("\n" not in n for _, n, _ in both),
+            "datatrove_dedup_shortened": sum(bool(t) and t != n for _, n, t in both),
+            "datatrove_dedup_emptied": sum(not t for _, _, t in both)}
+
+
+def chain_agreement(crawlake_out: Path, datatrove_out: Path, records: Path, examples: int = 2) -> dict:
+    """The cross-tab of outcomes over every WARC response record, and the causes off its diagonal."""
+    from collections import Counter
+
+    cl, dt = crawlake_outcomes(crawlake_out), datatrove_outcomes(datatrove_out, records)
+    cells: Counter = Counter()
+    causes: dict[tuple, Counter] = {}
+    shown: dict[tuple, list] = {}
+    for rid, d in dt.items():
+        c = cl.get(rid) or {"outcome": "not_read", "why": "skipped: a dns: record" if (d["url"] or "").startswith("dns:")
+                            else "no row"}
+        cell = (c["outcome"], d["outcome"])
+        cells[cell] += 1
+        if cell[0] != cell[1]:
+            label, evidence = cause(c, d)
+            causes.setdefault(cell, Counter())[label] += 1
+            if sum(1 for e in shown.get(cell, []) if e["cause"] == label) < examples:
+                shown.setdefault(cell, []).append({"cause": label, "url": d["url"], "record_id": rid,
+                                                   "evidence": evidence})
+    # checks of the join: records crawlake has no row for, crawlake rows of no input record, and the
+    # replayed deduplicate=True text against the text datatrove's filters wrote (unchanged before C4)
+    before_c4 = [d for d in dt.values() if d["outcome"] in ("language", "gopher_repetition", "gopher_quality")]
+    join = {"crawlake_no_row": len(set(dt) - set(cl)), "crawlake_rows_not_in_input": len(set(cl) - set(dt)),
+            "replay_matches_datatrove_text": f"{sum(d['text'] == d['recorded'] for d in before_c4)}/{len(before_c4)}"}
+    both = [(cl[r]["text"], d["text_nodedup"], d["text"]) for r, d in dt.items()
+            if cl.get(r, {}).get("text") and d.get("text_nodedup")]
+    kept_c = {dt[r]["url"] for r in dt if cl.get(r, {}).get("outcome") == "kept"}
+    kept_d = {dt[r]["url"] for r in dt if dt[r]["outcome"] == "kept"}
+    return {"records": len(dt), "cells": cells, "causes": causes, "examples": shown, "join": join,
+            "texts": text_shapes(both), "same_outcome": sum(n for (a, b), n in cells.items() if a == b),
+            "kept_url_jaccard": jaccard(kept_c, kept_d)}
+
+
+def print_crosstab(a: dict) -> None:
+    rows = [o for o in OUTCOMES if any(c == o for c, _ in a["cells"])]
+    cols = [o for o in OUTCOMES if any(d == o for _, d in a["cells"])]
+    print(f"\nagreement: {a['records']} WARC response records; rows crawlake, columns datatrove; "
+          f"same outcome {a['same_outcome']}; kept-URL Jaccard {a['kept_url_jaccard']:.3f}\njoin: {a['join']}\n"
+          f"texts where both extracted: {a['texts']}\ndatatrove's extractor: {a['extractor']}")
+    print(f"{'':>18} " + " ".join(f"{c[:10]:>10}" for c in cols))
+    for r in rows:
+        print(f"{r:>18} " + " ".join(f"{a['cells'].get((r, c), 0) or '.':>10}" for c in cols))
+    for cell, counter in sorted(a["causes"].items(), key=lambda kv: -sum(kv[1].values())):
+        print(f"\ncrawlake {cell[0]} / datatrove {cell[1]}: {sum(counter.values())}")
+        for label, n in counter.most_common():
+            print(f"  {n:>4}  {label}")
+            for e in a["examples"][cell]:
+                if e["cause"] == label:
+                    print(f"          {e['url']}  {e['record_id']}  {e['evidence']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--parts", default="chain,defaults,filters")
-    parser.add_argument("--mb", type=int, default=200, help="(a) WARC input size")
+    parser.add_argument("--mb", type=int, default=200, help="(a, c) WARC input size; 0: the real files, no replicas")
     parser.add_argument("--files", type=int, default=4, help="(a) WARC files")
     parser.add_argument("--filter-docs", type=int, default=100_000, help="(b) generated documents")
     parser.add_argument("--repeats", type=int, default=3)
@@ -152,8 +342,9 @@ def main() -> None:
     warm = [bench_ingest.DATA / "cc-main-2020-34-excerpt.warc.gz"]   # 16 pages: JVM, workers, imports
     common = {"benchmark": "peer_fineweb", "cpus": os.cpu_count(), "workers": 2, "repeats": args.repeats}
 
+    chain_outputs = None   # (crawlake, datatrove) outputs of the same-extractor row, for (c)
     if "chain" in parts or "defaults" in parts:
-        warcs = bench_ingest.build_input(workdir / f"warc-{args.mb}mb-{args.files}", args.mb, files=args.files)
+        warcs = chain_input(args, workdir)
         records = response_records(warcs)
         mb = round(sum(p.stat().st_size for p in warcs) / 1e6, 1)
         folder = str(warcs[0].parent)
@@ -183,6 +374,8 @@ def main() -> None:
                                                     "tasks": len(warcs), "workers": 2}, env=dt_env)
                 res["kept_urls"] = kept_urls_datatrove(out_d)
                 runs["datatrove"].append(res)
+                if extractor == "trafilatura":
+                    chain_outputs = (out_c, out_d)
                 dt_runs.append(res)
                 load.append(load_average())
             if not runs["datatrove"]:
@@ -258,11 +451,46 @@ def main() -> None:
         for step, a in agreement(out_c, out_d, FAMILIES[2:]).items():
             lines.append({**settings, "system": "crawlake-filters", "metric": f"agreement_{step}", "value": a["agreement"],
                           "unit": "fraction", **a})
+    crosstab = None
+    if "agreement" in parts:
+        warcs = chain_input(args, workdir)
+        if chain_outputs is None:   # one untimed run a side, the same extractor
+            chain_outputs = (workdir / "out-crawlake-agreement", workdir / "out-datatrove-agreement")
+            run_side(crawlake_py, SIDE, {
+                "system": "crawlake", "mode": "chain", "warcs": [str(p) for p in warcs], "lake": str(workdir / "lake-chain"),
+                "warm_warcs": [str(p) for p in warm], "warm_lake": str(workdir / "lake-warm"), "out": str(chain_outputs[0]),
+                "overrides": ["ingest.extractor=trafilatura", *CRAWLAKE_FINEWEB, "filter.languages=[en]"]})
+            run_side(datatrove_py, SIDE, {"system": "datatrove", "mode": "chain", "input": str(warcs[0].parent),
+                                          "work": str(workdir / "datatrove-chain"), "out": str(chain_outputs[1]),
+                                          "tasks": len(warcs), "workers": 2}, env=dt_env)
+        out_r = workdir / "out-datatrove-records"
+        rec = run_side(datatrove_py, SIDE, {"system": "datatrove", "mode": "records", "warcs": [str(p) for p in warcs],
+                                            "datatrove_out": str(chain_outputs[1]), "out": str(out_r)}, env=dt_env)
+        crosstab = chain_agreement(*chain_outputs, out_r)
+        stats = json.loads((workdir / "datatrove-chain" / "logs" / "stats.json").read_text())
+        crosstab["extractor"] = next({k: v for k, v in step["stats"].items() if not isinstance(v, dict)}
+                                     for step in stats if "Trafilatura" in step["name"])
+        settings = {**common, "part": "agreement", "input_mb": round(sum(p.stat().st_size for p in warcs) / 1e6, 1),
+                    "warc_files": len(warcs), "replicas": bool(args.mb), "datatrove_trafilatura": rec["trafilatura"]}
+        for (c, d), n in sorted(crosstab["cells"].items()):
+            line = {**settings, "system": "crawlake-vs-datatrove", "metric": f"records_crawlake_{c}_datatrove_{d}",
+                    "value": n, "unit": "records", "crawlake": c, "datatrove": d}
+            if c != d:
+                line.update(causes=dict(crosstab["causes"][c, d]), examples=crosstab["examples"][c, d])
+            lines.append(line)
+        lines.append({**settings, "system": "crawlake-vs-datatrove", "metric": "records_same_outcome",
+                      "value": round(crosstab["same_outcome"] / crosstab["records"], 4), "unit": "fraction",
+                      "records": crosstab["records"], "join": crosstab["join"], "texts": crosstab["texts"],
+                      "datatrove_extractor": crosstab["extractor"]})
+        lines.append({**settings, "system": "crawlake-vs-datatrove", "metric": "kept_url_jaccard",
+                      "value": round(crosstab["kept_url_jaccard"], 4), "unit": "fraction"})
     for line in lines:
         if args.json:
             print(json.dumps(line, default=str))
-        else:
+        elif not line["metric"].startswith("records_crawlake_"):   # the cross-tab's cells: printed below
             print(f"{line.get('part'):>7} {line['system']:>18} {line['metric']:>36}: {line['value']} {line['unit']}")
+    if crosstab and not args.json:
+        print_crosstab(crosstab)
 
 
 if __name__ == "__main__":
