@@ -342,12 +342,24 @@ def main() -> None:
     warm = [bench_ingest.DATA / "cc-main-2020-34-excerpt.warc.gz"]   # 16 pages: JVM, workers, imports
     common = {"benchmark": "peer_fineweb", "cpus": os.cpu_count(), "workers": 2, "repeats": args.repeats}
 
+    def crawlake_chain(warcs: list[Path], extractor: str, out: Path) -> dict:
+        """One crawlake chain run (ingest, filter) over ``warcs``, its outputs in ``out``."""
+        return run_side(crawlake_py, SIDE, {
+            "system": "crawlake", "mode": "chain", "warcs": [str(p) for p in warcs], "lake": str(workdir / "lake-chain"),
+            "warm_warcs": [str(p) for p in warm], "warm_lake": str(workdir / "lake-warm"), "out": str(out),
+            "overrides": [f"ingest.extractor={extractor}", *CRAWLAKE_FINEWEB, "filter.languages=[en]"]})
+
+    def datatrove_chain(warcs: list[Path], out: Path) -> dict:
+        """One datatrove FineWeb chain run over ``warcs``' folder, one task per file, outputs in ``out``."""
+        return run_side(datatrove_py, SIDE, {"system": "datatrove", "mode": "chain", "input": str(warcs[0].parent),
+                                             "work": str(workdir / "datatrove-chain"), "out": str(out),
+                                             "tasks": len(warcs), "workers": 2}, env=dt_env)
+
     chain_outputs = None   # (crawlake, datatrove) outputs of the same-extractor row, for (c)
     if "chain" in parts or "defaults" in parts:
         warcs = chain_input(args, workdir)
         records = response_records(warcs)
         mb = round(sum(p.stat().st_size for p in warcs) / 1e6, 1)
-        folder = str(warcs[0].parent)
         setups = []
         if "chain" in parts:
             setups.append(("same extractor (trafilatura)", "trafilatura"))
@@ -359,19 +371,14 @@ def main() -> None:
             load = [load_average()]
             for _ in range(args.repeats):
                 out_c = workdir / f"out-crawlake-{extractor}"
-                res = run_side(crawlake_py, SIDE, {
-                    "system": "crawlake", "mode": "chain", "warcs": [str(p) for p in warcs], "lake": str(workdir / "lake-chain"),
-                    "warm_warcs": [str(p) for p in warm], "warm_lake": str(workdir / "lake-warm"), "out": str(out_c),
-                    "overrides": [f"ingest.extractor={extractor}", *CRAWLAKE_FINEWEB, "filter.languages=[en]"]})
+                res = crawlake_chain(warcs, extractor, out_c)
                 res["kept_urls"] = kept_urls_crawlake(out_c)
                 runs["crawlake"].append(res)
                 load.append(load_average())
                 if extractor == "resiliparse" and dt_runs:   # datatrove's default is the run above
                     continue
                 out_d = workdir / "out-datatrove-chain"
-                res = run_side(datatrove_py, SIDE, {"system": "datatrove", "mode": "chain", "input": folder,
-                                                    "work": str(workdir / "datatrove-chain"), "out": str(out_d),
-                                                    "tasks": len(warcs), "workers": 2}, env=dt_env)
+                res = datatrove_chain(warcs, out_d)
                 res["kept_urls"] = kept_urls_datatrove(out_d)
                 runs["datatrove"].append(res)
                 if extractor == "trafilatura":
@@ -456,13 +463,8 @@ def main() -> None:
         warcs = chain_input(args, workdir)
         if chain_outputs is None:   # one untimed run a side, the same extractor
             chain_outputs = (workdir / "out-crawlake-agreement", workdir / "out-datatrove-agreement")
-            run_side(crawlake_py, SIDE, {
-                "system": "crawlake", "mode": "chain", "warcs": [str(p) for p in warcs], "lake": str(workdir / "lake-chain"),
-                "warm_warcs": [str(p) for p in warm], "warm_lake": str(workdir / "lake-warm"), "out": str(chain_outputs[0]),
-                "overrides": ["ingest.extractor=trafilatura", *CRAWLAKE_FINEWEB, "filter.languages=[en]"]})
-            run_side(datatrove_py, SIDE, {"system": "datatrove", "mode": "chain", "input": str(warcs[0].parent),
-                                          "work": str(workdir / "datatrove-chain"), "out": str(chain_outputs[1]),
-                                          "tasks": len(warcs), "workers": 2}, env=dt_env)
+            crawlake_chain(warcs, "trafilatura", chain_outputs[0])
+            datatrove_chain(warcs, chain_outputs[1])
         out_r = workdir / "out-datatrove-records"
         rec = run_side(datatrove_py, SIDE, {"system": "datatrove", "mode": "records", "warcs": [str(p) for p in warcs],
                                             "datatrove_out": str(chain_outputs[1]), "out": str(out_r)}, env=dt_env)
