@@ -38,13 +38,15 @@ class LakeConfig(_Strict):
     catalog: str | None = None
     schema_: str | None = Field(default=None, alias="schema")
     #: who commits tables whose rows arrive as task-staged files (pipelines.lake.Lake.writer):
-    #: auto = deltalake where the lake allows (path mode, local disk), else Spark; spark = always Spark
+    #: auto = deltalake where the lake allows (path mode, on local disk or on S3 with
+    #: s3_commits=conditional_put), else Spark; spark = always Spark
     writer: Literal["auto", "spark", "deltalake"] = "auto"
-    #: what keeps concurrent commits to a lake on S3 safe: conditional_put = crawlake's log store
-    #: (io.crawlake.delta.S3ConditionalPutLogStore: each commit file is a PUT with If-None-Match: *,
-    #: so one of two racing writers wins a version, the other retries or fails; needs a store with
-    #: conditional writes: AWS S3, MinIO, moto); single_driver = Delta's S3SingleDriverLogStore,
-    #: safe only while one Spark driver writes the lake
+    #: what keeps concurrent commits to a lake on S3 safe: conditional_put = each commit file is a
+    #: PUT with If-None-Match: *, so one of two racing writers wins a version, the other retries or
+    #: fails (Spark: crawlake's log store io.crawlake.delta.S3ConditionalPutLogStore; deltalake:
+    #: conditional_put etag; needs a store with conditional writes: AWS S3, MinIO, moto);
+    #: single_driver = Delta's S3SingleDriverLogStore and Spark commits every table, safe only
+    #: while one Spark driver writes the lake
     s3_commits: Literal["conditional_put", "single_driver"] = "conditional_put"
 
     @model_validator(mode="after")

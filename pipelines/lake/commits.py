@@ -1,7 +1,8 @@
 """Committing files tasks wrote to a Delta table with ``deltalake`` (delta-rs), no JVM.
 
-Tasks write their output as Parquet files straight into the table's folder (invisible to readers
-until committed, :mod:`pipelines.lake.files`); :func:`describe` turns a file's footer into a Delta
+Tables on local disk or on S3 (``s3://``/``s3a://``; on S3 each commit file is created with a
+conditional PUT, :func:`storage_options`). Tasks write their output as Parquet files straight into
+the table's folder (invisible to readers until committed, :mod:`pipelines.lake.files`); :func:`describe` turns a file's footer into a Delta
 add action with per-file statistics; :func:`retire_rows` finds the files holding rows a publish
 replaces (rewriting a file that also holds other rows without them); :func:`commit` makes all of
 it, adds and removes, one Delta transaction. Spark, delta-rs and every other Delta reader see an
@@ -133,6 +134,60 @@ def local_path(uri: str) -> str | None:
     return None if "://" in uri else os.path.abspath(uri)
 
 
+def storage_options(table_uri: str) -> dict | None:
+    """deltalake's storage options for a table at ``table_uri``: None on local disk. On S3 the
+    credentials and endpoint come from the standard AWS variables (as for every reader,
+    :func:`pipelines.lake.read.delta_options`), and ``conditional_put: etag`` is stated rather
+    than left to delta-rs's default: each commit file is then a PUT with ``If-None-Match: *``, so
+    of writers racing for one version exactly one creates it and the others retry at the next
+    version or fail with a conflict, never overwrite it (the mechanism of crawlake's Spark log
+    store, ``lake.s3_commits: conditional_put``)."""
+    if "://" not in table_uri or table_uri.startswith("file:"):
+        return None
+    from pipelines.lake.read import delta_options
+
+    return delta_options(table_uri, {"conditional_put": "etag"})
+
+
+def _root(table_uri: str) -> str:
+    return local_path(table_uri) or table_uri
+
+
+def _delta_table(table_uri: str, *, files: bool = True):
+    """The deltalake table at ``table_uri`` (its latest version), or None when there is none: one
+    load of the log (on S3 each load is requests; callers load once). ``files=False`` skips the
+    live file list: enough for the version, protocol, metadata and set-transactions."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    root = _root(table_uri)
+    try:
+        return DeltaTable(root, storage_options=storage_options(root), without_files=not files)
+    except TableNotFoundError:
+        return None
+
+
+def _parquet(path: str) -> pq.ParquetFile:
+    """A Parquet file, local or an fsspec URL, open for reading."""
+    if "://" not in path:
+        return pq.ParquetFile(path)
+    import fsspec
+
+    return pq.ParquetFile(fsspec.open(path, "rb").open())
+
+
+def _write_parquet(rows: pa.Table, path: str) -> None:
+    """``rows`` as the Parquet file ``path`` (local, or an fsspec URL: an object store publishes it
+    whole on close)."""
+    if "://" not in path:
+        pq.write_table(rows, path)
+        return
+    import fsspec
+
+    with fsspec.open(path, "wb") as fh:
+        pq.write_table(rows, fh)
+
+
 def serialize_partition_value(value) -> str | None:
     """A partition value as Delta stores it in ``partitionValues`` (None for null)."""
     if value is None:
@@ -256,18 +311,30 @@ def as_nullable(schema, *, metadata: bool = True):
 
 
 def writable(table_uri: str) -> bool:
-    """True when ``table_uri`` is a local Delta table (or no table yet) that a plain commit of
-    add/remove actions may write: writer version <= 2 and no table features (no CHECK
-    constraints, generated columns, deletion vectors or column mapping a writer must honour)."""
-    from deltalake import DeltaTable
+    """True when ``table_uri`` is a Delta table (or no table yet) on local disk or S3 that a plain
+    commit of add/remove actions may write: writer version <= 2 and no table features (no CHECK
+    constraints, generated columns, deletion vectors or column mapping a writer must honour).
+    False for other locations (other object stores: their commit safety is not established here)."""
+    from pipelines.lake.objectstore import is_s3
 
-    root = local_path(table_uri)
-    if root is None:
+    root = _root(table_uri)
+    if "://" in root and not is_s3(root):
         return False
-    if not DeltaTable.is_deltatable(root):
-        return not os.path.exists(os.path.join(root, "_delta_log"))
-    protocol = DeltaTable(root).protocol()
+    if (table := _delta_table(root, files=False)) is None:
+        return not _log_exists(root)
+    protocol = table.protocol()
     return protocol.min_writer_version <= 2 and not protocol.writer_features
+
+
+def _log_exists(root: str) -> bool:
+    """Whether ``<root>/_delta_log`` holds anything (a folder deltalake does not take for a table)."""
+    log = f"{root}/_delta_log"
+    if "://" not in root:
+        return os.path.exists(log)
+    import fsspec
+
+    fs, _, (path,) = fsspec.get_fs_token_paths(log)
+    return bool(fs.exists(path) and fs.ls(path))
 
 
 def commit(table_uri: str, schema_json: str, partition_by: Sequence[str], adds: Sequence[DataFile],
@@ -288,24 +355,33 @@ def commit(table_uri: str, schema_json: str, partition_by: Sequence[str], adds: 
     The commit info carries ``crawlake.operation`` (``operation``) and, with ``lineage``, its JSON
     in :data:`LINEAGE_FIELD` (as Spark's commits do).
     """
-    from deltalake import DeltaTable, Schema
+    from deltalake import Schema
+    from deltalake.exceptions import DeltaError
     from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction, create_table_with_add_actions
 
-    root = local_path(table_uri) or table_uri
-    exists = DeltaTable.is_deltatable(root)
-    if already_committed(root, txn) or (exists and not adds and not removes):
+    root = _root(table_uri)
+    table = _delta_table(root)
+    if _txn_done(table, txn) or (table is not None and not adds and not removes):
         return False
     now_ms = int(time.time() * 1000)
     add_actions = [AddAction(f.path, f.size_bytes, f.partition_values, now_ms, True, f.stats) for f in adds]
     props = CommitProperties(app_transactions=[Transaction(txn[0], int(txn[1]))] if txn else None,
                              custom_metadata={"crawlake.operation": operation,
                                               **({LINEAGE_FIELD: lineage.to_json()} if lineage else {})})
-    if not exists:
-        create_table_with_add_actions(root, Schema.from_json(schema_json), add_actions, mode="error",
-                                      partition_by=list(partition_by), configuration=dict(configuration or {}),
-                                      commit_properties=props)
-        return True
-    table = DeltaTable(root)
+    if table is None:
+        try:
+            create_table_with_add_actions(root, Schema.from_json(schema_json), add_actions, mode="error",
+                                          partition_by=list(partition_by), configuration=dict(configuration or {}),
+                                          storage_options=storage_options(root), commit_properties=props)
+            return True
+        except DeltaError:
+            # another writer created the table since it was looked up (two first runs at once):
+            # commit to its table as to any existing one (a replayed txn is then skipped)
+            table = _delta_table(root)
+            if table is None:
+                raise
+            if _txn_done(table, txn):
+                return False
     remove_actions = [RemoveAction(r["path"], True, now_ms, r.get("size_bytes"),
                                    {k[len("partition."):]: serialize_partition_value(v)
                                     for k, v in r.items() if k.startswith("partition.")})
@@ -334,18 +410,17 @@ def drop_stale_checksum(table_root: str) -> None:
 
 
 def vacuum(table_uri: str, *, lineage: Lineage | None = None) -> list[str]:
-    """Delete every file under the local table's folder that its latest version does not reference
+    """Delete every file under the table's folder that its latest version does not reference
     (removed files and files no commit ever took alike: delta-rs's full vacuum, zero retention;
     ``_delta_log`` and other names starting with ``_`` stay). Returns the deleted paths, relative to
     the table root. Earlier versions can no longer be read afterwards (time travel ends here). The
     VACUUM commits carry ``lineage`` like every other commit."""
-    from deltalake import DeltaTable
     from deltalake.transaction import CommitProperties
 
-    root = local_path(table_uri) or table_uri
+    root = _root(table_uri)
     props = CommitProperties(custom_metadata={"crawlake.operation": "VACUUM",
                                               **({LINEAGE_FIELD: lineage.to_json()} if lineage else {})})
-    removed = DeltaTable(root).vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False, full=True,
+    removed = _delta_table(root).vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False, full=True,
                                       commit_properties=props)
     drop_stale_checksum(root)
     return removed
@@ -370,7 +445,12 @@ def _read_int96_as_utc(path: str) -> pa.Table:
     encoding: UTC instants, which pyarrow reads as naive) as ``timestamp[us, UTC]``, the type
     deltalake writes: written back as read, they would be naive nanoseconds, which Spark cannot
     read as a timestamp."""
-    file = pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
+    if "://" in path:
+        import fsspec
+
+        file = pq.ParquetFile(fsspec.open(path, "rb").open(), coerce_int96_timestamp_unit="us")
+    else:
+        file = pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
     rows = file.read()
     for column in file.schema:
         if column.physical_type == "INT96" and column.path in rows.column_names:
@@ -382,7 +462,7 @@ def _read_int96_as_utc(path: str) -> pa.Table:
 def retire_rows(table_root: str, column: str, values: Sequence, partitions: Mapping[str, Sequence] | None,
                 stats_columns: Sequence[str], *, where: Mapping[str, object] | None = None) -> tuple[list[dict], list[DataFile]]:
     """What removing the rows whose ``column`` is in ``values`` (and whose columns equal ``where``'s
-    values) from a local table takes: ``(removes, rewritten)`` — the live files (rows of
+    values) from the table takes: ``(removes, rewritten)`` — the live files (rows of
     :func:`files_in`) to retire, and new files already written beside them holding the rows of
     retired files that stay. Only files in ``partitions`` are looked at.
 
@@ -408,9 +488,9 @@ def retire_rows(table_root: str, column: str, values: Sequence, partitions: Mapp
             if isinstance(low, str) and isinstance(high, str) and not any(
                     low <= v and v[:STRING_PREFIX_LENGTH] <= high[:STRING_PREFIX_LENGTH] for v in values):
                 continue   # statistics hold 32-character prefixes: v may be in the file iff low <= v <= high's prefix
-            path = os.path.join(table_root, entry["path"])
+            path = f"{table_root.rstrip('/')}/{entry['path']}"
             # ParquetFile, not read_table: no partition discovery from the folder names
-            probe = pq.ParquetFile(path).read(columns=[column, *(where or {})])   # the full rows only when some go
+            probe = _parquet(path).read(columns=[column, *(where or {})])   # the full rows only when some go
             hit = pc.is_in(probe.column(column), value_set=wanted.cast(probe.schema.field(column).type))
             for name, value in (where or {}).items():
                 hit = pc.and_(hit, pc.equal(probe.column(name), value))
@@ -424,7 +504,7 @@ def retire_rows(table_root: str, column: str, values: Sequence, partitions: Mapp
                 partition = {k[len("partition."):]: v for k, v in entry.items() if k.startswith("partition.")}
                 folder = entry["path"].rsplit("/", 1)[0] if "/" in entry["path"] else ""
                 relative = f"{folder}/{part_name()}" if folder else part_name()
-                pq.write_table(rows.filter(pc.invert(hit)), os.path.join(table_root, relative))
+                _write_parquet(rows.filter(pc.invert(hit)), f"{table_root.rstrip('/')}/{relative}")
                 rewritten.append(describe(table_root, relative, partition, stats_columns))
     except BaseException:
         remove_files(table_root, rewritten)
@@ -435,12 +515,13 @@ def retire_rows(table_root: str, column: str, values: Sequence, partitions: Mapp
 def already_committed(table_uri: str, txn: tuple[str, int] | None) -> bool:
     """Whether the table records a set-transaction of ``txn``'s app at ``txn``'s version or later
     (False for no ``txn`` or no table)."""
-    from deltalake import DeltaTable
+    return _txn_done(_delta_table(table_uri, files=False) if txn is not None else None, txn)
 
-    root = local_path(table_uri) or table_uri
-    if txn is None or not DeltaTable.is_deltatable(root):
+
+def _txn_done(table, txn: tuple[str, int] | None) -> bool:
+    if txn is None or table is None:
         return False
-    done = DeltaTable(root).transaction_version(txn[0])
+    done = table.transaction_version(txn[0])
     return done is not None and done >= txn[1]
 
 
@@ -448,20 +529,15 @@ def stats_columns(table_uri: str, columns: Sequence[str], partition_by: Sequence
                   configuration: Mapping[str, str | None]) -> list[str]:
     """:func:`indexed_columns` under the table's own properties, or ``configuration`` (those it will
     be created with) when the table does not exist yet."""
-    from deltalake import DeltaTable
-
-    root = local_path(table_uri) or table_uri
-    if DeltaTable.is_deltatable(root):
-        configuration = DeltaTable(root).metadata().configuration
+    if (table := _delta_table(table_uri, files=False)) is not None:
+        configuration = table.metadata().configuration
     return indexed_columns(columns, partition_by, configuration)
 
 
 def table_version(table_uri: str) -> int | None:
     """The table's latest version (None: no table)."""
-    from deltalake import DeltaTable
-
-    root = local_path(table_uri) or table_uri
-    return DeltaTable(root).version() if DeltaTable.is_deltatable(root) else None
+    table = _delta_table(table_uri, files=False)
+    return None if table is None else table.version()
 
 
 def files_in(table_uri: str, partitions: Mapping[str, Sequence[object]] | None = None,
@@ -469,12 +545,9 @@ def files_in(table_uri: str, partitions: Mapping[str, Sequence[object]] | None =
     """The table's live files (``path``, ``size_bytes``, ``partition.<col>``, ``min.<c>``,
     ``max.<c>`` of ``columns``), only those whose partition values are in ``partitions``
     (``{col: [values, None for null]}``). An empty table when the table does not exist."""
-    from deltalake import DeltaTable
-
-    root = local_path(table_uri) or table_uri
-    if not DeltaTable.is_deltatable(root):
+    if (table := _delta_table(table_uri)) is None:
         return pa.table({"path": pa.array([], pa.string()), "size_bytes": pa.array([], pa.int64())})
-    actions = pa.table(DeltaTable(root).get_add_actions(flatten=True))
+    actions = pa.table(table.get_add_actions(flatten=True))
     keep = None
     for column, values in (partitions or {}).items():
         col = actions.column(f"partition.{column}")

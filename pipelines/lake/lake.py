@@ -8,9 +8,12 @@ A table ``layer.name`` lives at ``<root>/<layer>/<name>`` (path mode) or is the 
 
 * ``deltalake`` — the table's rows arrive as files staged by tasks or as rows from the driver
   (``TableSpec.engine == "auto"``), and the lake can take plain commits of add/remove actions: path
-  mode, local storage, a table without writer features. Tasks write straight into the table's
-  folder and the driver commits (:mod:`pipelines.lake.commits`), so no row passes through the JVM.
-* ``spark`` — everywhere else: catalog mode, object stores, tables written from Spark DataFrames
+  mode, on local disk or on S3 with ``lake.s3_commits: conditional_put`` (delta-rs creates each
+  commit file with ``If-None-Match: *``, as crawlake's Spark log store does), a table without
+  writer features. Tasks write straight into the table's folder and the driver commits
+  (:mod:`pipelines.lake.commits`), so no row passes through the JVM and no file is written twice.
+* ``spark`` — everywhere else: catalog mode, other object stores, S3 with ``lake.s3_commits:
+  single_driver`` (a store without conditional writes), tables written from Spark DataFrames
   (MERGE, joins: ``TableSpec.engine == "spark"``), or ``lake.writer: spark``. Tasks stage their
   files under ``<root>/_staging/`` and Spark's Delta writer publishes them.
 
@@ -55,7 +58,7 @@ from pipelines.config import LakeConfig
 from pipelines.lake import commits
 from pipelines.lake import read as lake_read
 from pipelines.lake.commits import DataFile, Lineage
-from pipelines.lake.objectstore import for_spark
+from pipelines.lake.objectstore import for_spark, is_s3
 from pipelines.lake.files import TableFiles, Target, collect_audits, collect_staged
 from schemas.catalog import TableSpec
 
@@ -221,12 +224,21 @@ class Lake:
         """The table's local folder in a path-mode lake on local disk, else None."""
         return commits.local_path(self.location(spec)) if self.cfg.mode == "path" else None
 
+    def _direct(self, spec: TableSpec) -> str | None:
+        """Where deltalake would commit ``spec``'s table: its local folder, or its S3 URL when
+        concurrent commits there are conditional PUTs (``lake.s3_commits: conditional_put``);
+        None in catalog mode and elsewhere."""
+        if (local := self._local(spec)) is not None or self.cfg.mode != "path":
+            return local
+        uri = self.location(spec)
+        return uri if is_s3(uri) and self.cfg.s3_commits == "conditional_put" else None
+
     # -- reads ----------------------------------------------------------------------------------
     def exists(self, spec: TableSpec) -> bool:
         if self.cfg.mode == "catalog":
             return self.spark.catalog.tableExists(self.location(spec))
-        if (local := self._local(spec)) is not None:
-            return commits.table_version(local) is not None   # the log's listing; no Spark job
+        if (direct := self._direct(spec)) is not None:
+            return commits.table_version(direct) is not None   # the log's listing; no Spark job
         return DeltaTable.isDeltaTable(self.spark, self.location(spec))
 
     def read(self, spec: TableSpec) -> DataFrame:
@@ -244,14 +256,15 @@ class Lake:
         many rows (which ones unspecified), e.g. one row of a value every row of a large table
         shares.
 
-        On local disk read with pyarrow over the Delta log's files (:mod:`pipelines.lake.read`):
-        Spark's first read of a table replays its log in a job, seconds for a ledger of a few rows,
-        paid again by every micro-batch of a stream. Elsewhere (object stores, catalog mode) Spark
-        reads it, with the credentials the session has."""
+        Where deltalake commits (local disk, S3 with conditional PUTs: :meth:`_direct`) read with
+        pyarrow over the Delta log's files (:mod:`pipelines.lake.read`): Spark's first read of a
+        table replays its log in a job, seconds for a ledger of a few rows, paid again by every
+        micro-batch of a stream. Elsewhere (catalog mode, other stores) Spark reads it, with the
+        credentials the session has."""
         if not self.exists(spec):
             return []
-        if (local := self._local(spec)) is not None:
-            table = lake_read.read(local, columns, None if where is None else where.expression(), limit=limit)
+        if (direct := self._direct(spec)) is not None:
+            table = lake_read.read(direct, columns, None if where is None else where.expression(), limit=limit)
             maps = [f.name for f in table.schema if pa.types.is_map(f.type)]
             rows = table.to_pylist()
             for r in rows:   # pyarrow gives a map as a list of pairs; Spark as a dict: a dict here
@@ -265,8 +278,8 @@ class Lake:
 
     def version(self, spec: TableSpec) -> int | None:
         """Latest Delta version, or None when the table does not exist."""
-        if (local := self._local(spec)) is not None:
-            return commits.table_version(local)
+        if (direct := self._direct(spec)) is not None:
+            return commits.table_version(direct)
         if not self.exists(spec):
             return None
         return int(self._delta(spec).history(1).select("version").first()[0])
@@ -276,11 +289,12 @@ class Lake:
         """``"deltalake"`` or ``"spark"``: the engine that commits writes to ``spec``'s table on this
         lake (see the module docstring). Raises ValueError when ``lake.writer: deltalake`` is asked
         of a table or lake deltalake cannot commit to."""
-        local = self._local(spec)
-        can = spec.engine == "auto" and local is not None and commits.writable(local)
+        direct = self._direct(spec)
+        can = spec.engine == "auto" and direct is not None and commits.writable(direct)
         if self.cfg.writer == "deltalake" and spec.engine == "auto" and not can:
             raise ValueError(f"lake.writer=deltalake cannot commit {spec.qualified_name} at {self.location(spec)}: "
-                             "deltalake commits only to path-mode tables on local disk without writer features")
+                             "deltalake commits only to path-mode tables on local disk, or on S3 with "
+                             "lake.s3_commits=conditional_put, without writer features")
         return "deltalake" if can and self.cfg.writer != "spark" else "spark"
 
     def _record(self, spec: TableSpec, engine: str) -> None:
@@ -298,14 +312,14 @@ class Lake:
 
     def stats_columns(self, spec: TableSpec) -> list[str]:
         """The columns Delta keeps per-file statistics of in ``spec``'s table."""
-        if (local := self._local(spec)) is not None:
-            return commits.stats_columns(local, spec.columns, spec.partition_by, properties(spec))
+        if (direct := self._direct(spec)) is not None:
+            return commits.stats_columns(direct, spec.columns, spec.partition_by, properties(spec))
         return commits.indexed_columns(spec.columns, spec.partition_by, properties(spec))
 
     def _publish_files(self, spec: TableSpec, engine: str, folder: str, files: list[DataFile], replace,
                        txn: tuple[str, int] | None, operation: str) -> bool:
         if engine == "deltalake":
-            root = self._local(spec)
+            root = self._direct(spec)
             removes, rewritten = [], []
             if replace == ALL:
                 removes = commits.files_in(root).to_pylist()
@@ -343,7 +357,7 @@ class Lake:
         engine = self.writer(spec)
         self._record(spec, engine)
         if engine == "deltalake":
-            root = self._local(spec)
+            root = self._direct(spec)
             target = Target(spec.qualified_name, root, arrow_schema(spec), tuple(spec.partition_by),
                             tuple(self.stats_columns(spec)))
             with TableFiles({"rows": target}) as out:
@@ -371,7 +385,7 @@ class Lake:
         engine = self.writer(spec)
         self._record(spec, engine)
         if engine == "deltalake":
-            root = self._local(spec)
+            root = self._direct(spec)
             removes, rewritten = commits.retire_rows(root, column, list(values), None, self.stats_columns(spec),
                                                      where=dict(where or {}))
             if removes:
@@ -397,7 +411,7 @@ class Lake:
         engine = self.writer(spec)
         self._record(spec, engine)
         if engine == "deltalake":   # such a table has no deletion vectors (commits.writable)
-            return len(commits.vacuum(self._local(spec), lineage=self.lineage))
+            return len(commits.vacuum(self._direct(spec), lineage=self.lineage))
         target = f"delta.`{self.location(spec)}`" if self.cfg.mode == "path" else self.location(spec)
         features = self._delta(spec).detail().select("tableFeatures").first()[0] or []
         with self._user_metadata():
@@ -595,7 +609,7 @@ class Staging:
         self.folder = f"{lake.root.rstrip('/')}/_staging/{uuid.uuid4().hex}"
         self.targets = {
             kind: Target(spec.qualified_name,
-                         lake._local(spec) if self.engines[kind] == "deltalake" else f"{self.folder}/{spec.layer}.{spec.name}",
+                         lake._direct(spec) if self.engines[kind] == "deltalake" else f"{self.folder}/{spec.layer}.{spec.name}",
                          arrow_schema(spec), tuple(spec.partition_by),
                          tuple(lake.stats_columns(spec)) if self.engines[kind] == "deltalake" else (),
                          tuple(options.get(kind, ())), audit=gate is not None)
