@@ -153,16 +153,15 @@ def _root(table_uri: str) -> str:
     return local_path(table_uri) or table_uri
 
 
-def _delta_table(table_uri: str, *, files: bool = True):
+def _delta_table(table_uri: str):
     """The deltalake table at ``table_uri`` (its latest version), or None when there is none: one
-    load of the log (on S3 each load is requests; callers load once). ``files=False`` skips the
-    live file list: enough for the version, protocol, metadata and set-transactions."""
+    load of the log (on S3 each load is requests; callers load once)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     root = _root(table_uri)
     try:
-        return DeltaTable(root, storage_options=storage_options(root), without_files=not files)
+        return DeltaTable(root, storage_options=storage_options(root))
     except TableNotFoundError:
         return None
 
@@ -320,7 +319,7 @@ def writable(table_uri: str) -> bool:
     root = _root(table_uri)
     if "://" in root and not is_s3(root):
         return False
-    if (table := _delta_table(root, files=False)) is None:
+    if (table := _delta_table(root)) is None:
         return not _log_exists(root)
     protocol = table.protocol()
     return protocol.min_writer_version <= 2 and not protocol.writer_features
@@ -515,7 +514,7 @@ def retire_rows(table_root: str, column: str, values: Sequence, partitions: Mapp
 def already_committed(table_uri: str, txn: tuple[str, int] | None) -> bool:
     """Whether the table records a set-transaction of ``txn``'s app at ``txn``'s version or later
     (False for no ``txn`` or no table)."""
-    return _txn_done(_delta_table(table_uri, files=False) if txn is not None else None, txn)
+    return _txn_done(_delta_table(table_uri) if txn is not None else None, txn)
 
 
 def _txn_done(table, txn: tuple[str, int] | None) -> bool:
@@ -529,14 +528,14 @@ def stats_columns(table_uri: str, columns: Sequence[str], partition_by: Sequence
                   configuration: Mapping[str, str | None]) -> list[str]:
     """:func:`indexed_columns` under the table's own properties, or ``configuration`` (those it will
     be created with) when the table does not exist yet."""
-    if (table := _delta_table(table_uri, files=False)) is not None:
+    if (table := _delta_table(table_uri)) is not None:
         configuration = table.metadata().configuration
     return indexed_columns(columns, partition_by, configuration)
 
 
 def table_version(table_uri: str) -> int | None:
     """The table's latest version (None: no table)."""
-    table = _delta_table(table_uri, files=False)
+    table = _delta_table(table_uri)
     return None if table is None else table.version()
 
 
