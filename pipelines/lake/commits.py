@@ -166,13 +166,13 @@ def _delta_table(table_uri: str):
         return None
 
 
-def _parquet(path: str) -> pq.ParquetFile:
-    """A Parquet file, local or an fsspec URL, open for reading."""
+def _parquet(path: str, **options) -> pq.ParquetFile:
+    """A Parquet file, local or an fsspec URL, open for reading (``options``: ParquetFile's)."""
     if "://" not in path:
-        return pq.ParquetFile(path)
+        return pq.ParquetFile(path, **options)
     import fsspec
 
-    return pq.ParquetFile(fsspec.open(path, "rb").open())
+    return pq.ParquetFile(fsspec.open(path, "rb").open(), **options)
 
 
 def _write_parquet(rows: pa.Table, path: str) -> None:
@@ -444,12 +444,7 @@ def _read_int96_as_utc(path: str) -> pa.Table:
     encoding: UTC instants, which pyarrow reads as naive) as ``timestamp[us, UTC]``, the type
     deltalake writes: written back as read, they would be naive nanoseconds, which Spark cannot
     read as a timestamp."""
-    if "://" in path:
-        import fsspec
-
-        file = pq.ParquetFile(fsspec.open(path, "rb").open(), coerce_int96_timestamp_unit="us")
-    else:
-        file = pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
+    file = _parquet(path, coerce_int96_timestamp_unit="us")
     rows = file.read()
     for column in file.schema:
         if column.physical_type == "INT96" and column.path in rows.column_names:
