@@ -247,7 +247,7 @@ BRONZE_QUARANTINE = TableSpec(
 SILVER_DOCUMENTS_DEDUP = TableSpec(
     "silver", "documents_dedup", BRONZE_DOCUMENTS.arrow, keys=("doc_id",),
     description="bronze.documents less exact and near duplicates (one kept per cluster).",
-    engine="spark",
+    engine="auto",
     expectations=_DOCUMENT_SUITE,
 )
 
@@ -263,7 +263,7 @@ SILVER_DUPLICATE_CLUSTERS = TableSpec(
     ),
     keys=("doc_id", "method"),
     description="Every document that had a duplicate: its cluster and whether it was kept.",
-    engine="spark",
+    engine="auto",
     expectations=(
         *not_null("doc_id", "cluster_id", "cluster_size", "kept", "method"),
         unique("doc_id", "method"),
@@ -284,7 +284,7 @@ SILVER_DEDUP_INDEX = TableSpec(
     ),
     keys=("doc_id",),
     description="What incremental dedup matches new documents against: the kept documents' hashes.",
-    engine="spark",
+    engine="auto",
     expectations=(
         *not_null("doc_id", "text_hash", "band_hashes", "params"),
         unique("doc_id"),

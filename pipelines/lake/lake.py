@@ -43,6 +43,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
@@ -629,6 +630,15 @@ class Staging:
         for kind, results in collect_audits(details, list(self.outputs)).items():
             self.audits[kind].extend(results)
 
+    def stage(self, kind: str, df: DataFrame) -> None:
+        """Stage ``df``'s rows as files of ``kind``'s table, written by ``df``'s own tasks (one
+        file per task with rows, audited there under a gate): for outputs that Spark computes
+        (joins, windows), where no kernel task writes them. ``df`` must hold the table's columns
+        (:meth:`Lake.conform`: ValueError naming the missing and unexpected ones)."""
+        df = Lake.conform(self.outputs[kind], df)
+        task = partial(_stage_rows, kind=kind, targets={kind: self.targets[kind]})
+        self.add(json.loads(r.detail) for r in df.mapInArrow(task, "detail string").collect())
+
     def paths(self, kind: str) -> list[str]:
         """Full paths (or URLs) of ``kind``'s staged files."""
         return [f"{self.targets[kind].folder}/{f.path}" for f in self.files[kind]]
@@ -692,6 +702,15 @@ class Staging:
         if exc_type is None and self.gate is not None and self._passed:
             self.gate.record(self._passed)
         return False   # the block's exception goes on
+
+
+def _stage_rows(batches, *, kind: str, targets: Mapping[str, Target]):
+    """A task of :meth:`Staging.stage`: its rows into one file of ``kind``'s table; yields one row,
+    JSON of :meth:`TableFiles.report`."""
+    with TableFiles(targets) as files:
+        for batch in batches:
+            files.write(kind, batch)
+    yield pa.RecordBatch.from_pydict({"detail": [json.dumps(files.report())]})
 
 
 def _filesystem(paths: Sequence[str]):

@@ -34,8 +34,10 @@ The first run, the first after a setting that shapes the decisions changed (n-gr
 seed, threshold, verify, keep; recorded in the index's ``params``), or one that ``crawlake run
 --full`` names, decides on all of ``bronze.documents`` and overwrites the three tables. A run
 with no new and no removed documents writes nothing.
-Each write is a MERGE on keys; the index is written first and ``silver.documents_dedup`` (which
-marks kept documents as decided) last, so a run that dies between them is redone by the next one.
+Each table gets one commit of files the tasks stage (:meth:`pipelines.lake.Staging.stage`): an
+incremental run replaces the rows of the doc_ids it stages (an upsert), a full run the whole
+table. The index is committed first and ``silver.documents_dedup`` (which marks kept documents as
+decided) last, so a run that dies between them is redone by the next one.
 The index holds kept documents only, so a newcomer similar only to a removed document is not
 linked to it. Min-label propagation and uncapped buckets remain the simple version; the scale
 version (large-star/small-star, bucket caps) is its own piece of work.
@@ -46,12 +48,13 @@ from __future__ import annotations
 from functools import partial
 
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import DoubleType, StringType
 
-from pipelines import incremental, quality
+from pipelines import incremental
 from pipelines.config import DedupConfig
 from pipelines.kernels import graph
 from pipelines.kernels.minhash import (
@@ -62,11 +65,12 @@ from pipelines.kernels.minhash import (
     signature_batch,
     text_hashes,
 )
-from pipelines.stage import StageContext, StageResult, run_together
-from pipelines.lake import Lake
+from pipelines.stage import StageContext, StageResult
+from pipelines.lake import ALL, Keys, Lake
 from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DEDUP_INDEX, SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS
 
-OUTPUTS = (SILVER_DEDUP_INDEX, SILVER_DUPLICATE_CLUSTERS, SILVER_DOCUMENTS_DEDUP)
+#: The outputs, by the kind their staged files are published as.
+OUTPUTS = {"index": SILVER_DEDUP_INDEX, "clusters": SILVER_DUPLICATE_CLUSTERS, "documents": SILVER_DOCUMENTS_DEDUP}
 
 
 def keep_order(keep: list[str] | None = None) -> list[Column]:
@@ -206,9 +210,14 @@ def _retire_removed(lake: Lake) -> int:
                      .join(clusters.filter(F.col("kept")).select(*on), on, "left_semi"))
         rows = (clusters.join(dissolved, on, "left_semi").select("doc_id", "method")
                 .union(clusters.join(removed, "doc_id", "left_semi").select("doc_id", "method")))
-        lake.delete_matching(SILVER_DUPLICATE_CLUSTERS, rows, on=("doc_id", "method"))
-        lake.delete_matching(SILVER_DEDUP_INDEX, removed, on=("doc_id",))
-        lake.delete_matching(SILVER_DOCUMENTS_DEDUP, removed, on=("doc_id",))
+        gone = sorted(r.doc_id for r in removed.collect())
+        by_method: dict[str, list[str]] = {}
+        for r in rows.distinct().collect():
+            by_method.setdefault(r.method, []).append(r.doc_id)
+        for method, ids in sorted(by_method.items()):   # a kept document's row in its other method's cluster stays
+            lake.delete_rows(SILVER_DUPLICATE_CLUSTERS, "doc_id", sorted(ids), where={"method": method})
+        lake.delete_rows(SILVER_DEDUP_INDEX, "doc_id", gone)
+        lake.delete_rows(SILVER_DOCUMENTS_DEDUP, "doc_id", gone)
     return count
 
 
@@ -317,17 +326,24 @@ def _with_jaccard(rows: DataFrame, signatures: DataFrame) -> DataFrame:
 
 
 def _with_cluster_sizes(lake: Lake, rows: DataFrame) -> DataFrame:
-    """This run's rows plus the stored rows of the clusters they join, with cluster_size recounted.
+    """What an incremental run stages for ``silver.duplicate_clusters``, which is published by
+    replacing every stored row of the doc_ids staged: this run's rows; the stored rows of the
+    clusters they join, with cluster_size recounted; and the stored rows, as they are, of those
+    doc_ids in their other method's cluster (a kept document is in an exact and a near cluster).
 
     Stored rows change only in ``cluster_size``: their decision (cluster, kept, method, jaccard)
     is final.
     """
+    stored_all = lake.read(SILVER_DUPLICATE_CLUSTERS)
     clusters = rows.select("cluster_id", "method").distinct()
-    stored = (lake.read(SILVER_DUPLICATE_CLUSTERS).join(clusters, ["cluster_id", "method"], "left_semi")
+    stored = (stored_all.join(clusters, ["cluster_id", "method"], "left_semi")
               .join(rows.select("doc_id", "method"), ["doc_id", "method"], "left_anti"))
-    return (stored.unionByName(rows)
-            .withColumn("cluster_size", F.count("*").over(Window.partitionBy("cluster_id", "method")).cast("int"))
-            .localCheckpoint())
+    resized = (stored.unionByName(rows)
+               .withColumn("cluster_size", F.count("*").over(Window.partitionBy("cluster_id", "method")).cast("int"))
+               .localCheckpoint())
+    others = (stored_all.join(resized.select("doc_id").distinct(), "doc_id", "left_semi")
+              .join(resized.select("doc_id", "method"), ["doc_id", "method"], "left_anti"))
+    return resized.unionByName(others)
 
 
 # -- the stage ----------------------------------------------------------------------------------
@@ -395,28 +411,36 @@ def run(ctx: StageContext) -> StageResult:
 
 def _publish(ctx: StageContext, incremental: bool, kept_docs: DataFrame, clusters: DataFrame,
              index_rows: DataFrame) -> None:
-    """Audit, then write one run's decisions: MERGE on keys (incremental) or overwrite (full);
-    the audits' results go to ``ops.quality`` after the writes (QualityGateError before any)."""
-    lake = ctx.lake
-    # the three suites' small jobs run together: one after another they leave a core idle
-    audits = run_together(*((partial(quality.audit, record=False), ctx, ctx.stage, spec, df) for spec, df in (
-        (SILVER_DOCUMENTS_DEDUP, kept_docs), (SILVER_DUPLICATE_CLUSTERS, clusters), (SILVER_DEDUP_INDEX, index_rows))))
-    audited = [row for rows in audits for row in rows]
-    _write(lake, incremental, kept_docs, clusters, index_rows)
-    quality.record_results(ctx, audited)
+    """Stage, audit and publish one run's decisions, one commit per table (:mod:`pipelines.lake`).
 
-
-def _write(lake: Lake, incremental: bool, kept_docs: DataFrame, clusters: DataFrame, index_rows: DataFrame) -> None:
+    A full run replaces each table; an incremental one replaces the rows of the doc_ids it
+    stages (:class:`~pipelines.lake.Keys`), an upsert. The index goes first and
+    ``silver.documents_dedup`` last on an incremental run (the kept documents are then decided);
+    on a full run the index goes last (until it holds these settings, the next run redoes this
+    one in full). Every table's suite runs in the tasks that stage its files, and its keys are
+    checked unique across the files on the driver; QualityGateError before any commit of that
+    table.
+    """
     if incremental:
-        lake.merge(SILVER_DEDUP_INDEX, index_rows)
-        lake.merge(SILVER_DUPLICATE_CLUSTERS, _with_cluster_sizes(lake, clusters))
-        lake.merge(SILVER_DOCUMENTS_DEDUP, kept_docs)
-    else:
-        # The index last: until it holds these settings, the next run redoes this one in full.
-        # replace_schema: a lake written before the index and the jaccard column existed.
-        lake.overwrite(SILVER_DUPLICATE_CLUSTERS, clusters, replace_schema=True)
-        lake.overwrite(SILVER_DOCUMENTS_DEDUP, kept_docs)
-        lake.overwrite(SILVER_DEDUP_INDEX, index_rows, replace_schema=True)
+        clusters = _with_cluster_sizes(ctx.lake, clusters)
+    order = ("index", "clusters", "documents") if incremental else ("clusters", "documents", "index")
+    frames = {"index": index_rows, "clusters": clusters, "documents": kept_docs}
+    with ctx.staging(OUTPUTS) as staging:
+        for kind in order:
+            staging.stage(kind, frames[kind])
+        for kind in order:
+            spec = OUTPUTS[kind]
+            if incremental and not staging.files[kind]:   # nothing to add or replace: no commit
+                continue
+            staging.publish(kind, replace=Keys("doc_id") if incremental else ALL, operation="dedup",
+                            checks=[_unique_across_files(staging.read_arrow(kind, list(spec.keys)), spec.keys)])
+
+
+def _unique_across_files(keys: pa.Table, columns: tuple[str, ...]) -> tuple:
+    """The gate's ``unique_across_files`` result over a table's staged ``keys`` (the tasks'
+    suites check uniqueness within each file only)."""
+    repeated = keys.num_rows - keys.group_by(list(columns)).aggregate([]).num_rows
+    return ("unique_across_files", ",".join(columns), repeated == 0, f"{repeated} repeated keys")
 
 
 def _result(full_because: str | None, rows_in: int, rows_out: int, hashed: int, bands: int, rows: int,

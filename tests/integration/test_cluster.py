@@ -164,9 +164,9 @@ def test_the_cluster_run_conserves_tokens_and_says_who_committed(cluster_lake):
     # on S3 with conditional PUTs deltalake commits the tables tasks stage (their files written
     # once, by the executors), Spark's Delta writer the tables written from DataFrames
     writers = {table: engine for r in runs for table, engine in (r["writers"] or [])}   # a map: (key, value) pairs
-    assert writers["bronze.documents"] == writers["silver.documents_clean"] == writers["gold.token_sequences"] \
-        == "deltalake", writers
-    assert writers["silver.documents_dedup"] == writers["gold.index_manifest"] == "spark", writers
+    assert writers["bronze.documents"] == writers["silver.documents_dedup"] == writers["silver.duplicate_clusters"] \
+        == writers["silver.documents_clean"] == writers["gold.token_sequences"] == "deltalake", writers
+    assert writers["gold.index_manifest"] == "spark", writers
     # crawlake's lines stay readable: Spark logs at WARN, so no INFO line reached the output
     assert not re.search(r"^\S+ \S+ INFO ", output, re.MULTILINE), output[:3000]
     assert "succeeded" in output and "index" in output
