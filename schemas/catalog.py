@@ -58,11 +58,12 @@ class TableSpec:
 
     ``engine``: which engine commits the table's writes —
 
-    * ``"auto"``: rows arrive as files staged by tasks or rows from the driver, and the lake
-      commits them with ``deltalake`` where the lake allows (a local path-mode lake), else with
-      Spark's Delta writer;
-    * ``"spark"``: the table is written from Spark DataFrames (MERGE, joins), always by Spark's
-      Delta writer.
+    * ``"auto"``: rows arrive as files staged by tasks (a kernel's, or a DataFrame's through
+      :meth:`pipelines.lake.Staging.stage`) or rows from the driver, and the lake commits them
+      with ``deltalake`` where the lake allows (a path-mode lake on local disk, or on S3 with
+      conditional PUTs), else with Spark's Delta writer;
+    * ``"spark"``: the table is written by Spark's Delta writer from DataFrames (the index
+      manifest, the click vocabulary and features).
 
     ``expectations``: the table's Great Expectations suite as data (:mod:`schemas.expectations`);
     :mod:`pipelines.quality` builds and runs it (suite name :attr:`suite_name`). Every table has
