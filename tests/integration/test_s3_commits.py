@@ -24,7 +24,7 @@ import pytest
 from conftest import REPO, real_file, s3_env, use_s3
 
 from pipelines.lake import read as lake_read
-from schemas.catalog import BRONZE_DOCUMENTS, OPS_INGEST_LOG, OPS_RUNS, SILVER_DOCUMENTS_DEDUP
+from schemas.catalog import BRONZE_DOCUMENTS, GOLD_INDEX_MANIFEST, OPS_INGEST_LOG, OPS_RUNS, SILVER_DOCUMENTS_DEDUP
 
 pytestmark = pytest.mark.slow
 
@@ -108,7 +108,8 @@ def test_the_s3_commit_mechanism_picks_the_writer(spark, bucket):
 
     for mode, staged in (("conditional_put", "deltalake"), ("single_driver", "spark")):
         lake = Lake(spark, LakeConfig(root=f"s3://{BUCKET}/pick", s3_commits=mode))
-        assert (lake.writer(BRONZE_DOCUMENTS), lake.writer(SILVER_DOCUMENTS_DEDUP)) == (staged, "spark")
+        assert (lake.writer(BRONZE_DOCUMENTS), lake.writer(SILVER_DOCUMENTS_DEDUP), lake.writer(GOLD_INDEX_MANIFEST)) \
+            == (staged, staged, "spark")
     lake = Lake(spark, LakeConfig(root=f"s3://{BUCKET}/pick", s3_commits="single_driver", writer="deltalake"))
     with pytest.raises(ValueError, match="lake.s3_commits=conditional_put"):
         lake.writer(BRONZE_DOCUMENTS)

@@ -203,11 +203,11 @@ def test_import_without_pyspark():
 
 
 ENGINES = {
-    "auto": {"bronze.documents", "bronze.quarantine", "silver.documents_clean", "silver.filter_decisions",
+    "auto": {"bronze.documents", "bronze.quarantine", "silver.documents_dedup", "silver.duplicate_clusters",
+             "silver.dedup_index", "silver.documents_clean", "silver.filter_decisions",
              "gold.token_sequences", "gold.document_tokens", "gold.embeddings", "ops.runs", "ops.quality",
              "ops.ingest_log", "ops.takedowns", "bronze.clicks", "bronze.clicks_quarantine", "ops.clicks_ingest_log"},
-    "spark": {"silver.documents_dedup", "silver.duplicate_clusters", "silver.dedup_index", "gold.index_manifest",
-              "silver.click_vocab", "silver.click_features"},
+    "spark": {"gold.index_manifest", "silver.click_vocab", "silver.click_features"},
 }
 
 
