@@ -6,10 +6,8 @@ import importlib
 import os
 import sys
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from schemas.catalog import TableSpec
 
@@ -90,20 +88,6 @@ class StageResult:
 
 class QualityGateError(RuntimeError):
     """An output failed its data-quality suite; nothing was published."""
-
-
-def run_together(*calls: tuple[Callable[..., Any], ...]) -> list[Any]:
-    """Run ``(function, *args)`` calls on driver threads at once and return their results in order.
-
-    For independent Spark jobs (Delta commits, small collects) whose fixed driver-side work would
-    leave the cores idle one after another. Each thread keeps the caller's Spark job group
-    (``inheritable_thread_target``). Waits for all; raises the error of the first failing call in the order given.
-    """
-    from pyspark import inheritable_thread_target
-
-    with ThreadPoolExecutor(len(calls), thread_name_prefix="crawlake-stage") as pool:
-        futures = [pool.submit(inheritable_thread_target(fn), *args) for fn, *args in calls]
-        return [f.result() for f in futures]
 
 
 def failpoint(name: str) -> None:

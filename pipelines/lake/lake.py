@@ -188,7 +188,7 @@ class Lake:
     def _user_metadata(self) -> Iterator[None]:
         """Spark's SQL commands run inside this block write :attr:`lineage` (when set) as their
         commit info's ``userMetadata`` (:data:`USER_METADATA_CONF`). The conf is the session's, so
-        concurrent blocks (:func:`pipelines.stage.run_together`) share it: the first sets it, the
+        concurrent blocks (driver threads) share it: the first sets it, the
         last restores what the session had before (unset when nothing)."""
         if self.lineage is None:
             yield
