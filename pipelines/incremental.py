@@ -103,9 +103,11 @@ def rebuilt_since(runs: list[dict], stage: str, since) -> bool:
 
 def succeeded_runs(ctx: StageContext) -> list[dict]:
     """Every successful run in ``ops.runs``, oldest first: ``stage``, ``started_at``,
-    ``output_versions`` (``{table: version}`` or None) and ``notes`` (parsed; ``{}`` when none
-    was recorded, as in a ledger written before notes were). Empty when there is no ledger."""
-    rows = ctx.lake.rows(OPS_RUNS, ["stage", "started_at", "output_versions", "notes"], Rows("status", ("succeeded",)))
+    ``input_versions`` and ``output_versions`` (``{table: version}`` or None) and ``notes``
+    (parsed; ``{}`` when none was recorded, as in a ledger written before notes were). Empty when
+    there is no ledger."""
+    rows = ctx.lake.rows(OPS_RUNS, ["stage", "started_at", "input_versions", "output_versions", "notes"],
+                         Rows("status", ("succeeded",)))
     out = [{**r, "notes": _parse(r["notes"])} for r in rows]
     return sorted(out, key=lambda r: r["started_at"])
 

@@ -285,6 +285,29 @@ class Lake:
             return None
         return int(self._delta(spec).history(1).select("version").first()[0])
 
+    def removed_rows_since(self, spec: TableSpec, version: int | None) -> bool:
+        """Whether a commit after ``version`` removed rows from ``spec``'s table (a version diff
+        from its log, :func:`pipelines.lake.read.removed_rows_between`: deletes, overwrites and
+        replaces count, a compaction does not). True when it cannot tell: ``version`` None, the
+        table gone, or a log pyarrow cannot read (commits cleaned up after a checkpoint, storage
+        only Spark reaches). Reads the commits' JSON files, no data and no snapshot."""
+        latest = self.version(spec)
+        if version is None or latest is None:
+            return True
+        if latest <= version:
+            return False
+        uri = self.location(spec)
+        if self.cfg.mode == "catalog":
+            detail = self.spark.sql(f"DESCRIBE TABLE EXTENDED {uri}").collect()
+            uri = next((r.data_type for r in detail if r.col_name == "Location"), None)
+            if uri is None:
+                return True
+            uri = commits.local_path(uri) or uri   # Spark spells a local location file:/...
+        try:
+            return lake_read.removed_rows_between(uri, version, latest)
+        except OSError:
+            return True
+
     # -- the engine -------------------------------------------------------------------------------
     def writer(self, spec: TableSpec) -> str:
         """``"deltalake"`` or ``"spark"``: the engine that commits writes to ``spec``'s table on this

@@ -34,6 +34,8 @@ Functions:
 * :func:`exists`, :func:`open_table` — a table at a version (``deltalake.DeltaTable``);
 * :func:`commit_info`, :func:`commit_lineage` — what a version's commit says about itself (the
   run, stage, config hash and input versions crawlake records there);
+* :func:`removed_rows_between` — whether commits between two versions removed rows (a version
+  diff from the log, for the incremental stages);
 * :func:`data_files` — a version's data files: filesystem, paths, partition values, sizes;
 * :func:`dataset` — a version as a ``pyarrow.dataset.Dataset`` over those files;
 * :func:`read` / :func:`read_spec` — columns with a filter (pushed down to partition values and
@@ -172,26 +174,48 @@ def commit_info(uri: str, version: int, storage_options: dict | None = None) -> 
     """
     if version < 0:
         raise ValueError(f"no Delta version {version}")
-    name = f"{str(uri).rstrip('/')}/_delta_log/{int(version):020d}.json"
-    native = native_filesystem(name, storage_options)
-    if native is None:
+    if native_filesystem(_commit_file(uri, version), storage_options) is None:
         table = open_table(uri, None, storage_options)
         if version > table.version():
             return None
         entries = table.history(table.version() - version + 1)
         return next(({k: v for k, v in e.items() if k != "version"} for e in entries if e.get("version") == version), None)
-    fs, path = native
+    actions = _commit_actions(uri, version, storage_options, b'"commitInfo"')
+    return next((a["commitInfo"] for a in actions or () if isinstance(a.get("commitInfo"), dict)), None)
+
+
+def removed_rows_between(uri: str, after: int, last: int, storage_options: dict | None = None) -> bool:
+    """Whether a commit of the table at ``uri`` in versions ``after`` (exclusive) to ``last``
+    (inclusive) removed rows: a ``remove`` action with ``dataChange`` true (a delete, an
+    overwrite, a replace by key). A compaction's removes (``dataChange`` false: OPTIMIZE) rewrite
+    rows without removing them. True when the log cannot tell: a commit file cleaned up after a
+    checkpoint, or a location pyarrow has no native filesystem for. Reads those commits' JSON
+    files only (no snapshot is built)."""
+    if native_filesystem(_commit_file(uri, last), storage_options) is None:
+        return True
+    for version in range(after + 1, last + 1):
+        actions = _commit_actions(uri, version, storage_options, b'"remove"')
+        if actions is None:
+            return True
+        if any(isinstance(a.get("remove"), dict) and a["remove"].get("dataChange", True) for a in actions):
+            return True
+    return False
+
+
+def _commit_file(uri: str, version: int) -> str:
+    return f"{str(uri).rstrip('/')}/_delta_log/{int(version):020d}.json"
+
+
+def _commit_actions(uri: str, version: int, storage_options: dict | None, marker: bytes) -> list[dict] | None:
+    """The actions of ``version``'s commit file whose line holds ``marker`` (parsed JSON), or
+    None when the file is gone. Only called where :func:`native_filesystem` has a filesystem."""
+    fs, path = native_filesystem(_commit_file(uri, version), storage_options)
     try:
         with fs.open_input_stream(path) as f:
             raw = f.read()
     except FileNotFoundError:
         return None
-    for line in raw.splitlines():
-        if b'"commitInfo"' in line:
-            action = json.loads(line)
-            if isinstance(action.get("commitInfo"), dict):
-                return action["commitInfo"]
-    return None
+    return [json.loads(line) for line in raw.splitlines() if marker in line]
 
 
 def commit_lineage(uri: str, version: int, storage_options: dict | None = None) -> Lineage | None:

@@ -78,6 +78,36 @@ def test_catalog_mode_tables_are_in_the_session_catalog(spark, lakes):
     assert not (Path(cfg.lake.root) / "_staging").exists() or not any((Path(cfg.lake.root) / "_staging").iterdir())
 
 
+@pytest.mark.parametrize("writer", ["deltalake", "catalog"])
+def test_the_version_diff_tells_appends_from_removals(spark, tmp_path, writer):
+    """``Lake.removed_rows_since`` (what lets incremental dedup skip looking for documents that
+    left bronze) on a log deltalake wrote and on one Spark wrote to a catalog table (found by its
+    location): appends remove nothing, a delete removes rows, and an unknown starting version or
+    a missing table says True (look)."""
+    from datetime import datetime, timezone
+
+    from pipelines.lake import Lake
+    from schemas.catalog import OPS_QUALITY
+
+    lake = Lake(spark, lake_config(tmp_path, writer=writer).lake)   # a catalog schema named after tmp_path
+    assert lake.removed_rows_since(OPS_QUALITY, 0)   # no table yet
+
+    def row(run_id):
+        return (run_id, "dedup", "silver.documents_dedup", "s", "e", None, True, None, datetime.now(timezone.utc))
+
+    lake.append_rows(OPS_QUALITY, [row("r1")])
+    first = lake.version(OPS_QUALITY)
+    lake.append_rows(OPS_QUALITY, [row("r2")])
+    lake.append_rows(OPS_QUALITY, [row("r3")])
+    assert lake.version(OPS_QUALITY) == first + 2
+    assert not lake.removed_rows_since(OPS_QUALITY, first)
+    assert not lake.removed_rows_since(OPS_QUALITY, first + 2)
+    assert lake.removed_rows_since(OPS_QUALITY, None)
+    lake.delete_rows(OPS_QUALITY, "run_id", ["r2"])
+    assert lake.removed_rows_since(OPS_QUALITY, first) and lake.removed_rows_since(OPS_QUALITY, first + 2)
+    assert sorted(r["run_id"] for r in lake.rows(OPS_QUALITY, ["run_id"])) == ["r1", "r3"]
+
+
 def test_both_engines_read_each_others_logs_checkpoints_included(spark, tmp_path):
     """31 commits, the engine alternating within each run of ten. Both write checkpoints
     (``delta.checkpointInterval`` 10): Spark at versions 10 and 30, deltalake at 19 (delta-rs

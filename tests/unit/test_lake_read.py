@@ -147,3 +147,25 @@ def test_a_script_reading_tables_exits_zero(table, tmp_path):
                               timeout=120)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert proc.stdout.split() == ["5", "3"] * 5
+
+
+def test_removed_rows_between_reads_the_version_diff(tmp_path):
+    """Appends remove nothing; a delete and an overwrite remove rows; a compaction (dataChange
+    false) does not; a commit file cleaned up from the log means it cannot tell (True)."""
+    from deltalake import DeltaTable
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.Table.from_pylist(ROWS[:2], SCHEMA))                    # v0
+    write_deltalake(uri, pa.Table.from_pylist(ROWS[2:4], SCHEMA), mode="append")    # v1
+    write_deltalake(uri, pa.Table.from_pylist(ROWS[4:], SCHEMA), mode="append")     # v2
+    assert not read.removed_rows_between(uri, 0, 2)
+    DeltaTable(uri).optimize.compact()                                              # v3
+    assert DeltaTable(uri).version() == 3
+    assert not read.removed_rows_between(uri, 0, 3)
+    DeltaTable(uri).delete("x = 5")                                                 # v4
+    assert read.removed_rows_between(uri, 0, 4) and read.removed_rows_between(uri, 3, 4)
+    assert not read.removed_rows_between(uri, 4, 4)
+    write_deltalake(uri, pa.Table.from_pylist(ROWS[:1], SCHEMA), mode="overwrite")  # v5
+    assert read.removed_rows_between(uri, 4, 5)
+    (tmp_path / "t" / "_delta_log" / f"{1:020d}.json").unlink()
+    assert read.removed_rows_between(uri, 0, 2)
