@@ -25,8 +25,9 @@ cluster row carries the MinHash estimate of its Jaccard similarity to the kept d
 
 Documents that left ``bronze.documents`` since they were decided (their file was re-ingested
 changed) leave the three tables at the start of an incremental run (looked for only when bronze's
-log shows removed rows since dedup's last run), and every cluster that held one is dissolved: its members still in bronze are decided again in this run (a kept one stays kept,
-from the index), as a full run over the remaining documents would decide them. A takedown
+log shows removed rows since dedup's last run), and every cluster that held one is dissolved: its
+members still in bronze are decided again in this run (a kept one stays kept, from the index), as
+a full run over the remaining documents would decide them. A takedown
 (``crawlake forget``) removes its documents from all three tables itself, so its removed copies
 stay removed (see :mod:`pipelines.forget`).
 
