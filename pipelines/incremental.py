@@ -95,6 +95,19 @@ def plan(ctx: StageContext, stage: str, config_hash: str, outputs: Sequence[Tabl
     return Plan(False, None, config_hash)
 
 
+def removed_since_last_run(ctx: StageContext, stage: str, spec: TableSpec) -> bool:
+    """Whether rows left ``spec`` (an input of ``stage``) since the version of it that ``stage``'s
+    last successful run started from (``ops.runs.input_versions``), by a version diff of its log
+    (:meth:`pipelines.lake.Lake.removed_rows_since`: deletes, overwrites and replaces count, a
+    compaction does not); True when no such run recorded one. An incremental stage looks for its
+    documents that left the input only when this says so: an input that only gained rows since
+    has lost none. A run that died part way was not successful, so what it was retiring is still
+    after that version."""
+    mine = [r for r in succeeded_runs(ctx) if r["stage"] == stage]
+    version = (mine[-1]["input_versions"] or {}).get(spec.qualified_name) if mine else None
+    return ctx.lake.removed_rows_since(spec, version)
+
+
 def rebuilt_since(runs: list[dict], stage: str, since) -> bool:
     """Whether a successful run of ``stage`` in ``runs`` (:func:`succeeded_runs`) rebuilt in full
     (notes ``mode: full``) after ``since`` (a run's ``started_at``)."""

@@ -56,6 +56,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import DoubleType, StringType
 
 from pipelines import incremental
+from pipelines.incremental import removed_since_last_run
 from pipelines.config import DedupConfig
 from pipelines.kernels import graph
 from pipelines.kernels.minhash import (
@@ -186,19 +187,6 @@ def _new_documents(lake: Lake, incremental: bool) -> DataFrame:
     decided = (lake.read(SILVER_DOCUMENTS_DEDUP).select("doc_id")
                .union(lake.read(SILVER_DUPLICATE_CLUSTERS).filter(~F.col("kept")).select("doc_id")))
     return bronze.join(decided, "doc_id", "left_anti")
-
-
-def _bronze_lost_rows(ctx: StageContext) -> bool:
-    """Whether rows left ``bronze.documents`` since the bronze version dedup's last successful
-    run started from (a version diff of its log: :meth:`pipelines.lake.Lake.removed_rows_since`),
-    so that :func:`_retire_removed` has something to look for; True when no such run recorded
-    one. A crawl that only added documents leaves bronze with add actions only, and the scan of
-    every decided doc_id against bronze is skipped. A run that died part way through
-    :func:`_retire_removed` was not successful, so the removals it was retiring are still after
-    that version."""
-    mine = [r for r in incremental.succeeded_runs(ctx) if r["stage"] == "dedup"]
-    version = (mine[-1]["input_versions"] or {}).get(BRONZE_DOCUMENTS.qualified_name) if mine else None
-    return ctx.lake.removed_rows_since(BRONZE_DOCUMENTS, version)
 
 
 def _retire_removed(lake: Lake) -> int:
@@ -383,7 +371,8 @@ def run(ctx: StageContext) -> StageResult:
     order = keep_order(cfg.keep)
     keep_cols = [c for c in dict.fromkeys(item.split()[0] for item in cfg.keep) if c != "doc_id"]
 
-    removed = _retire_removed(lake) if incremental and _bronze_lost_rows(ctx) else 0
+    # only when bronze's log shows removed rows since this stage's last run (a version diff)
+    removed = _retire_removed(lake) if incremental and removed_since_last_run(ctx, "dedup", BRONZE_DOCUMENTS) else 0
     # Checkpointed, not cached: recomputing it after this run's writes would find nothing new.
     new = _new_documents(lake, incremental).withColumn("text_hash", _text_hash("text")).localCheckpoint()
     rows_in = new.count()

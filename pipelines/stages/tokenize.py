@@ -22,8 +22,9 @@ packs every document and replaces both tables (``replace=ALL``). The notes carry
 ``silver.documents_clean``, not packed) are packed as above into new sequences appended to their
 group: ``seq_index`` goes on after the group's greatest one; existing rows are not touched by
 additions, so a group's last row before the run may stay partly filled. Removed documents (packed,
-no longer clean) are cut out of the rows that hold any of their tokens, one task per group concerned
-(:func:`pipelines.kernels.tokens.remove_documents`): the row's other tokens shift left, documents
+no longer clean; looked for only when ``silver.documents_clean``'s log shows removed rows since
+this stage's last run) are cut out of the rows that hold any of their tokens, one task per group
+concerned (:func:`pipelines.kernels.tokens.remove_documents`): the row's other tokens shift left, documents
 keep their order and a document running on from the previous row stays at offset 0; a row left
 without tokens is deleted. Only the changed rows are written, each table in one commit
 (:class:`~pipelines.lake.Keys`: ``seq_id`` — new and rewritten rows, deleted rows; ``doc_id`` — new
@@ -76,7 +77,8 @@ def run(ctx: StageContext) -> StageResult:
     first_index: dict[int, int] = {}
     gone: list = []
     if not plan.full:
-        docs, gone, first_index = _increment(lake, docs)
+        look = incremental.removed_since_last_run(ctx, "tokenize", SILVER_DOCUMENTS_CLEAN)
+        docs, gone, first_index = _increment(lake, docs, look)
     grouped = (docs.select("doc_id", "text")
                .withColumn("pack_group", F.pmod(F.xxhash64("doc_id"), F.lit(cfg.pack_groups)).cast("int"))
                .repartition(cfg.pack_groups, "pack_group")
@@ -113,15 +115,17 @@ def run(ctx: StageContext) -> StageResult:
     )
 
 
-def _increment(lake, docs):
+def _increment(lake, docs, look_for_removed: bool):
     """What an incremental run does: ``(new documents, [(doc_id, pack_group)] of the removed
     ones, {pack_group: seq_index of its next new sequence})``. The packed documents are read from
     the sequences' ``doc_ids`` (``crawlake forget`` deletes ``gold.document_tokens`` rows before
-    this stage runs); collects to the driver only the removed documents and one row per group."""
+    this stage runs); collects to the driver only the removed documents and one row per group.
+    Removed documents are looked for only when ``look_for_removed`` (rows left
+    ``silver.documents_clean`` since this stage's last run: a version diff)."""
     seqs = lake.read(GOLD_TOKEN_SEQUENCES)
     packed = seqs.select("pack_group", F.explode("doc_ids").alias("doc_id"))
     keys = docs.select("doc_id")
-    gone = packed.join(keys, "doc_id", "left_anti").collect()
+    gone = packed.join(keys, "doc_id", "left_anti").collect() if look_for_removed else []
     new = docs.join(packed.select("doc_id"), "doc_id", "left_anti")
     # after the group's greatest index before this run, so this run's deletions free no index for it
     last = seqs.groupBy("pack_group").agg(F.max("seq_index").alias("last")).collect()
