@@ -291,8 +291,7 @@ class Lake:
         replaces count, a compaction does not). True when it cannot tell: ``version`` None, the
         table gone, or a log pyarrow cannot read (commits cleaned up after a checkpoint, storage
         only Spark reaches). Reads the commits' JSON files, no data and no snapshot."""
-        latest = self.version(spec)
-        if version is None or latest is None:
+        if version is None or (latest := self.version(spec)) is None:
             return True
         if latest <= version:
             return False

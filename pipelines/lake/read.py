@@ -174,13 +174,14 @@ def commit_info(uri: str, version: int, storage_options: dict | None = None) -> 
     """
     if version < 0:
         raise ValueError(f"no Delta version {version}")
-    if native_filesystem(_commit_file(uri, version), storage_options) is None:
+    native = native_filesystem(str(uri), storage_options)
+    if native is None:
         table = open_table(uri, None, storage_options)
         if version > table.version():
             return None
         entries = table.history(table.version() - version + 1)
         return next(({k: v for k, v in e.items() if k != "version"} for e in entries if e.get("version") == version), None)
-    actions = _commit_actions(uri, version, storage_options, b'"commitInfo"')
+    actions = _commit_actions(native, version, b'"commitInfo"')
     return next((a["commitInfo"] for a in actions or () if isinstance(a.get("commitInfo"), dict)), None)
 
 
@@ -191,10 +192,11 @@ def removed_rows_between(uri: str, after: int, last: int, storage_options: dict 
     rows without removing them. True when the log cannot tell: a commit file cleaned up after a
     checkpoint, or a location pyarrow has no native filesystem for. Reads those commits' JSON
     files only (no snapshot is built)."""
-    if native_filesystem(_commit_file(uri, last), storage_options) is None:
+    native = native_filesystem(str(uri), storage_options)
+    if native is None:
         return True
     for version in range(after + 1, last + 1):
-        actions = _commit_actions(uri, version, storage_options, b'"remove"')
+        actions = _commit_actions(native, version, b'"remove"')
         if actions is None:
             return True
         if any(isinstance(a.get("remove"), dict) and a["remove"].get("dataChange", True) for a in actions):
@@ -202,16 +204,13 @@ def removed_rows_between(uri: str, after: int, last: int, storage_options: dict 
     return False
 
 
-def _commit_file(uri: str, version: int) -> str:
-    return f"{str(uri).rstrip('/')}/_delta_log/{int(version):020d}.json"
-
-
-def _commit_actions(uri: str, version: int, storage_options: dict | None, marker: bytes) -> list[dict] | None:
-    """The actions of ``version``'s commit file whose line holds ``marker`` (parsed JSON), or
-    None when the file is gone. Only called where :func:`native_filesystem` has a filesystem."""
-    fs, path = native_filesystem(_commit_file(uri, version), storage_options)
+def _commit_actions(native: tuple[pafs.FileSystem, str], version: int, marker: bytes) -> list[dict] | None:
+    """The actions of ``version``'s commit file of the table that ``native`` (a
+    :func:`native_filesystem` of its root) names, those whose line holds ``marker`` (parsed
+    JSON); None when the file is gone."""
+    fs, root = native
     try:
-        with fs.open_input_stream(path) as f:
+        with fs.open_input_stream(f"{root.rstrip('/')}/_delta_log/{int(version):020d}.json") as f:
             raw = f.read()
     except FileNotFoundError:
         return None

@@ -24,9 +24,9 @@ group: ``seq_index`` goes on after the group's greatest one; existing rows are n
 additions, so a group's last row before the run may stay partly filled. Removed documents (packed,
 no longer clean; looked for only when ``silver.documents_clean``'s log shows removed rows since
 this stage's last run) are cut out of the rows that hold any of their tokens, one task per group
-concerned (:func:`pipelines.kernels.tokens.remove_documents`): the row's other tokens shift left, documents
-keep their order and a document running on from the previous row stays at offset 0; a row left
-without tokens is deleted. Only the changed rows are written, each table in one commit
+concerned (:func:`pipelines.kernels.tokens.remove_documents`): the row's other tokens shift left,
+documents keep their order and a document running on from the previous row stays at offset 0; a
+row left without tokens is deleted. Only the changed rows are written, each table in one commit
 (:class:`~pipelines.lake.Keys`: ``seq_id`` — new and rewritten rows, deleted rows; ``doc_id`` — new
 documents, those starting in a rewritten row with their new offset, removed ones). Untouched
 sequences keep their ``seq_id`` and content; a run with nothing new or removed commits nothing.
