@@ -21,6 +21,7 @@ encoder per token, 2 x non-embedding parameters + attention, over the GPU's dens
 JSON lines: {"benchmark", "system", "metric", "value", "unit", "device", ...}.
 
     python benchmarks/bench_embed.py [--json] [--chunks 2000] [--repeats 3] [--device auto] [--compile on]
+                                     [--texts chunks.json | --write-texts chunks.json] [--model FOLDER]
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--chunks", type=int, default=2000)
+    parser.add_argument("--texts", type=Path, default=None,
+                        help="a JSON list of chunk texts to embed instead of chunking the real pages here "
+                             "(for a GPU box without the WARC parsers; --write-texts makes one)")
+    parser.add_argument("--write-texts", type=Path, default=None, help="write the chunk texts as JSON and stop")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--model", default="default")
@@ -82,7 +87,14 @@ def main() -> None:
     compile_ = {"on": True, "off": False, "auto": "auto"}[args.compile]
     params = EmbedParams(EmbedConfig(model=args.model, device=device, tokens_per_batch=args.tokens_per_batch,
                                      compile=compile_))
-    chunks = real_chunks(args.chunks, params)
+    if args.texts:
+        base = json.loads(args.texts.read_text())
+        chunks = [base[i % len(base)] for i in range(args.chunks)]
+    else:
+        chunks = real_chunks(args.chunks, params)
+    if args.write_texts:
+        args.write_texts.write_text(json.dumps(chunks))
+        return
     model = load_model(params.config.model, params.config.device, params.config.precision)
     lengths = np.array([len(x) for x in model.tokenizer(chunks, truncation=True, max_length=model.max_seq_length)["input_ids"]])
     tokens = int(lengths.sum())

@@ -16,9 +16,11 @@ What makes it faster than ``SentenceTransformer.encode(texts, batch_size=32)``:
   into the matrix multiplies' epilogues, about 1.2x the eager pass on MiniLM; compiling costs
   10-40 s once per process on 2 cores (the low end with inductor's on-disk cache warm), which
   those tokens amortize;
-- texts are tokenized once, in slices of 1024 (the Rust tokenizer's own threads), and a batch is a
-  gather of those rows; the naive loop tokenizes 32 texts at a time, and on a GPU a small model
-  like MiniLM waits on tokenization (and its tensor conversion) far more than on its matrix work;
+- texts are tokenized once, by the Rust tokenizer's ``encode_batch_fast`` on its own threads, into
+  one padded id array, and a batch is a gather of its rows; the naive loop goes through
+  ``model.preprocess`` 32 texts at a time, which turns every row into Python lists and those into
+  tensors on one thread: on a GPU a small model like MiniLM waits on that far more than on its
+  matrix work;
 - on CUDA the model runs in fp16 (or bf16), the next batch is gathered and copied on a thread while
   the GPU runs the current one, and host-to-device copies are non-blocking from pinned memory.
 
@@ -92,8 +94,9 @@ class EmbedParams:
     chunks); ``max_chunk_tokens`` (window size in tokens without special tokens, 0 = the model's
     maximum); ``compile`` (run the forward pass through ``torch.compile``: true, false, or "auto":
     on CPU, after :data:`AUTO_COMPILE_AFTER_TOKENS` tokens in this process; never on CUDA, where
-    MiniLM waits on tokenization, not on the GPU: see docs/benchmarks.md). ``model_revision``: the
-    identity recorded with each vector (None = resolve it in the worker).
+    the compile's tens of seconds per process pay off only in long jobs: set true for those; see
+    docs/benchmarks.md). ``model_revision``: the identity recorded with each vector (None =
+    resolve it in the worker).
     """
     config: EmbedConfig = EmbedConfig()
     model_revision: str | None = None
@@ -298,6 +301,11 @@ def plan_batches(lengths: np.ndarray, tokens_per_batch: int, max_batch_size: int
     return batches
 
 
+#: Rows of a call that :func:`_tokenize` also runs through ``model.preprocess`` to check that the
+#: Rust tokenizer alone gives the same features; a call with no more rows is tokenized that way only.
+CHECK_ROWS = 64
+
+
 def _tokenize(model, texts: list[str], slice_rows: int = 1024) -> tuple[dict, np.ndarray]:
     """``texts`` tokenized once, as the model's own preprocessing does it (special tokens and
     truncation at ``max_seq_length`` included): ``(features, lengths)``.
@@ -305,9 +313,90 @@ def _tokenize(model, texts: list[str], slice_rows: int = 1024) -> tuple[dict, np
     ``features``: every (rows, tokens) tensor of ``model.preprocess`` for all ``n`` texts, padded to
     the widest :data:`PAD_TO_MULTIPLE`-rounded length (see :func:`_row_lengths`), so a batch is
     a gather and a crop (:func:`_batch_features`), never a second tokenization; other entries (the
-    ``modality`` string) as the first slice gives them. ``lengths``: int64 (n,) tokens per text.
+    ``modality`` string) as ``model.preprocess`` gives them. ``lengths``: int64 (n,) tokens per text.
     Raises ValueError if slices disagree on a non-row entry (texts of mixed modalities).
+
+    Models with a Rust ("fast") tokenizer are tokenized by it directly: ``model.preprocess``
+    converts each row to Python lists and those to tensors on one thread, which on a GPU host took
+    most of the time (see docs/benchmarks.md). :data:`CHECK_ROWS` rows spread over the call are
+    also run through ``model.preprocess``; if any entry differs (a model that lowercases, prompts
+    or adds inputs in Python), this model is tokenized by ``model.preprocess`` from then on.
     """
+    n = len(texts)
+    rust = _rust_tokenizer(model) if n > CHECK_ROWS and id(model) not in _preprocess_only else None
+    if rust is not None:
+        features, lengths = _tokenize_rust(model, rust, texts)
+        sample = np.unique(np.linspace(0, n - 1, CHECK_ROWS).astype(np.int64))
+        want, _ = _tokenize_slices(model, [texts[i] for i in sample], slice_rows)
+        if _same_rows(model, features, want, sample):
+            return features, lengths
+        _preprocess_only.add(id(model))
+    return _tokenize_slices(model, texts, slice_rows)
+
+
+_preprocess_only: set = set()   # id() of models whose preprocess the Rust tokenizer does not match
+
+
+@lru_cache(maxsize=4)
+def _rust_tokenizer(model):
+    """The model's Rust tokenizer truncating at ``max_seq_length`` and not padding (a copy: the
+    model's own keeps its settings), or None where it has none."""
+    from tokenizers import Tokenizer
+
+    fast = getattr(model.tokenizer, "backend_tokenizer", None)
+    if fast is None or not model.max_seq_length:
+        return None
+    tok = Tokenizer.from_str(fast.to_str())
+    tok.enable_truncation(model.max_seq_length)
+    tok.no_padding()
+    return tok
+
+
+def _tokenize_rust(model, rust, texts: list[str]) -> tuple[dict, np.ndarray]:
+    """:func:`_tokenize`'s result built from ``rust.encode_batch_fast`` (its threads; no offsets):
+    ``input_ids`` padded with the pad token, ``attention_mask`` 1 over each row's tokens,
+    ``token_type_ids`` 0 (one segment), on the tokenizer's padding side."""
+    import torch
+
+    ids = [e.ids for e in rust.encode_batch_fast(texts)]
+    lengths = np.fromiter(map(len, ids), np.int64, len(ids))
+    width = int(_row_lengths(model, lengths).max())
+    tokenizer = model.tokenizer
+    left = getattr(tokenizer, "padding_side", "right") == "left"
+    input_ids = np.full((len(ids), width), tokenizer.pad_token_id or 0, np.int64)
+    for row, (seq, k) in enumerate(zip(ids, lengths)):
+        if left:
+            input_ids[row, width - k:] = seq
+        else:
+            input_ids[row, :k] = seq
+    cols = np.arange(width)
+    mask = (cols >= width - lengths[:, None]) if left else (cols < lengths[:, None])
+    return {"input_ids": torch.from_numpy(input_ids),
+            "token_type_ids": torch.zeros((len(ids), width), dtype=torch.int64),
+            "attention_mask": torch.from_numpy(mask.astype(np.int64))}, lengths
+
+
+def _same_rows(model, features: dict, want: dict, rows: np.ndarray) -> bool:
+    """Whether ``features`` (all rows) hold exactly ``want`` (``rows`` of them, from
+    :func:`_tokenize_slices`) for every entry; non-row entries are copied from ``want``."""
+    import torch
+
+    tensors = {k for k, v in want.items() if torch.is_tensor(v)}
+    if tensors != {k for k, v in features.items() if torch.is_tensor(v)}:
+        return False
+    width = features["input_ids"].shape[1]
+    if want["input_ids"].shape[1] > width:
+        return False
+    got = _batch_features(model, features, rows, width)
+    want = _pad_features(model, want, width)
+    if not all(torch.equal(got[k], want[k]) for k in tensors):
+        return False
+    features.update({k: v for k, v in want.items() if k not in tensors})
+    return True
+
+
+def _tokenize_slices(model, texts: list[str], slice_rows: int) -> tuple[dict, np.ndarray]:
+    """:func:`_tokenize` through ``model.preprocess``, in slices of ``slice_rows`` texts."""
     import torch
 
     slices = [model.preprocess(texts[s:s + slice_rows]) for s in range(0, len(texts), slice_rows)]

@@ -88,6 +88,47 @@ def test_a_batch_gathered_from_one_tokenization_equals_tokenizing_its_rows(side,
             assert torch.equal(got[key], value) if torch.is_tensor(value) else got[key] == value, key
 
 
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_the_rust_tokenizer_gives_what_the_models_preprocess_gives(side, monkeypatch):
+    """Above :data:`CHECK_ROWS` texts the Rust tokenizer tokenizes a call alone; its features must
+    be exactly those of ``model.preprocess`` (real pages: long, short, empty and non-Latin texts)."""
+    import torch
+
+    from pipelines.kernels import embed as kernel
+    from pipelines.kernels.warc import parse_warc_file
+
+    model = load_model("default", "cpu", "auto")
+    monkeypatch.setattr(model.tokenizer, "padding_side", side)
+    pages = [r["text"] or "" for r in parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz")).rows
+             if r["kind"] == "document"]
+    texts = pages + [p for page in pages for p in page.split("\n\n")][:150] + ["", " ", "naïve café 東京 🙂", "word " * 600]
+    assert len(texts) > kernel.CHECK_ROWS
+    features, lengths = kernel._tokenize(model, texts)
+    want, want_lengths = kernel._tokenize_slices(model, texts, 1024)
+    assert id(model) not in kernel._preprocess_only
+    assert np.array_equal(lengths, want_lengths) and lengths.max() == model.max_seq_length
+    assert list(features) == list(want)
+    for key, value in want.items():
+        assert torch.equal(features[key], value) if torch.is_tensor(value) else features[key] == value, key
+
+
+def test_a_model_whose_preprocess_the_rust_tokenizer_misses_is_tokenized_by_preprocess(monkeypatch):
+    """A model that changes texts in Python before tokenizing (here: lowercasing into a cased
+    vocabulary's view) must not get the Rust tokenizer's features: the sampled check sees the
+    difference and the call, and later ones, go through ``model.preprocess``."""
+    from pipelines.kernels import embed as kernel
+
+    model = load_model("default", "cpu", "auto")
+    monkeypatch.setattr(kernel, "_preprocess_only", set())
+    own = model.preprocess
+    monkeypatch.setattr(model, "preprocess", lambda texts, **kw: own([t.upper() + " [SEP]" for t in texts], **kw))
+    texts = [f"Text number {i} of a call" for i in range(kernel.CHECK_ROWS + 10)]
+    features, lengths = kernel._tokenize(model, texts)
+    assert id(model) in kernel._preprocess_only
+    want, want_lengths = kernel._tokenize_slices(model, texts, 1024)
+    assert np.array_equal(lengths, want_lengths) and np.array_equal(features["input_ids"], want["input_ids"])
+
+
 def test_chunks_cover_the_text_in_overlapping_windows_of_at_most_the_model_length():
     text = " ".join(f"word{i}" for i in range(2000))
     params = EmbedParams(EmbedConfig(device="cpu", max_chunk_tokens=100, chunk_overlap_tokens=20))
