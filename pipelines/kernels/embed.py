@@ -339,15 +339,15 @@ _preprocess_only: set = set()   # id() of models whose preprocess the Rust token
 
 @lru_cache(maxsize=4)
 def _rust_tokenizer(model):
-    """The model's Rust tokenizer truncating at ``max_seq_length`` and not padding (a copy: the
-    model's own keeps its settings), or None where it has none."""
+    """The model's Rust tokenizer truncating at ``max_seq_length`` on the tokenizer's truncation
+    side and not padding (a copy: the model's own keeps its settings), or None where it has none."""
     from tokenizers import Tokenizer
 
     fast = getattr(model.tokenizer, "backend_tokenizer", None)
     if fast is None or not model.max_seq_length:
         return None
     tok = Tokenizer.from_str(fast.to_str())
-    tok.enable_truncation(model.max_seq_length)
+    tok.enable_truncation(model.max_seq_length, direction=getattr(model.tokenizer, "truncation_side", "right"))
     tok.no_padding()
     return tok
 

@@ -88,10 +88,21 @@ def test_a_batch_gathered_from_one_tokenization_equals_tokenizing_its_rows(side,
             assert torch.equal(got[key], value) if torch.is_tensor(value) else got[key] == value, key
 
 
+@pytest.fixture
+def fresh_rust_tokenizer():
+    """The cached Rust tokenizer is built from the tokenizer's settings of its first use."""
+    from pipelines.kernels import embed as kernel
+
+    kernel._rust_tokenizer.cache_clear()
+    yield
+    kernel._rust_tokenizer.cache_clear()
+
+
 @pytest.mark.parametrize("side", ["right", "left"])
-def test_the_rust_tokenizer_gives_what_the_models_preprocess_gives(side, monkeypatch):
+def test_the_rust_tokenizer_gives_what_the_models_preprocess_gives(side, monkeypatch, fresh_rust_tokenizer):
     """Above :data:`CHECK_ROWS` texts the Rust tokenizer tokenizes a call alone; its features must
-    be exactly those of ``model.preprocess`` (real pages: long, short, empty and non-Latin texts)."""
+    be exactly those of ``model.preprocess`` (real pages: long, short, empty and non-Latin texts),
+    padded and truncated on either side."""
     import torch
 
     from pipelines.kernels import embed as kernel
@@ -99,9 +110,10 @@ def test_the_rust_tokenizer_gives_what_the_models_preprocess_gives(side, monkeyp
 
     model = load_model("default", "cpu", "auto")
     monkeypatch.setattr(model.tokenizer, "padding_side", side)
+    monkeypatch.setattr(model.tokenizer, "truncation_side", side)
     pages = [r["text"] or "" for r in parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz")).rows
              if r["kind"] == "document"]
-    texts = pages + [p for page in pages for p in page.split("\n\n")][:150] + ["", " ", "naïve café 東京 🙂", "word " * 600]
+    texts = pages + [p for page in pages for p in page.split("\n\n")][:150] + ["", " ", "naïve café 東京 🙂", " ".join(f"w{i}" for i in range(600))]
     assert len(texts) > kernel.CHECK_ROWS
     features, lengths = kernel._tokenize(model, texts)
     want, want_lengths = kernel._tokenize_slices(model, texts, 1024)
