@@ -329,6 +329,7 @@ def _tokenize(model, texts: list[str], slice_rows: int = 1024) -> tuple[dict, np
         sample = np.unique(np.linspace(0, n - 1, CHECK_ROWS).astype(np.int64))
         want, _ = _tokenize_slices(model, [texts[i] for i in sample], slice_rows)
         if _same_rows(model, features, want, sample):
+            features.update({k: v for k, v in want.items() if k not in features})   # e.g. "modality"
             return features, lengths
         _preprocess_only.add(id(model))
     return _tokenize_slices(model, texts, slice_rows)
@@ -377,8 +378,8 @@ def _tokenize_rust(model, rust, texts: list[str]) -> tuple[dict, np.ndarray]:
 
 
 def _same_rows(model, features: dict, want: dict, rows: np.ndarray) -> bool:
-    """Whether ``features`` (all rows) hold exactly ``want`` (``rows`` of them, from
-    :func:`_tokenize_slices`) for every entry; non-row entries are copied from ``want``."""
+    """Whether ``features`` (all rows) hold exactly ``want``'s tensors (``rows`` of them, from
+    :func:`_tokenize_slices`), and no other tensors."""
     import torch
 
     tensors = {k for k, v in want.items() if torch.is_tensor(v)}
@@ -389,10 +390,7 @@ def _same_rows(model, features: dict, want: dict, rows: np.ndarray) -> bool:
         return False
     got = _batch_features(model, features, rows, width)
     want = _pad_features(model, want, width)
-    if not all(torch.equal(got[k], want[k]) for k in tensors):
-        return False
-    features.update({k: v for k, v in want.items() if k not in tensors})
-    return True
+    return all(torch.equal(got[k], want[k]) for k in tensors)
 
 
 def _tokenize_slices(model, texts: list[str], slice_rows: int) -> tuple[dict, np.ndarray]:
