@@ -362,9 +362,8 @@ def _tokenize_rust(model, rust, texts: list[str]) -> tuple[dict, np.ndarray]:
     ids = [e.ids for e in rust.encode_batch_fast(texts)]
     lengths = np.fromiter(map(len, ids), np.int64, len(ids))
     width = int(_row_lengths(model, lengths).max())
-    tokenizer = model.tokenizer
-    left = getattr(tokenizer, "padding_side", "right") == "left"
-    input_ids = np.full((len(ids), width), tokenizer.pad_token_id or 0, np.int64)
+    left, pad_id = _padding(model.tokenizer)
+    input_ids = np.full((len(ids), width), pad_id, np.int64)
     for row, (seq, k) in enumerate(zip(ids, lengths)):
         if left:
             input_ids[row, width - k:] = seq
@@ -422,12 +421,18 @@ def _row_lengths(model, lengths: np.ndarray) -> np.ndarray:
     return np.minimum(-(-lengths // PAD_TO_MULTIPLE) * PAD_TO_MULTIPLE, cap)
 
 
+def _padding(tokenizer) -> tuple[bool, int]:
+    """``(pads on the left, pad token id)`` of a Hugging Face tokenizer (right and 0 if unset)."""
+    pad_id = tokenizer.pad_token_id
+    return getattr(tokenizer, "padding_side", "right") == "left", 0 if pad_id is None else pad_id
+
+
 def _batch_features(model, features: dict, idx: np.ndarray, length: int) -> dict:
     """Rows ``idx`` of ``features`` (from :func:`_tokenize`) cut to ``length`` tokens on the
     tokenizer's padding side: what ``model.preprocess`` of those rows, padded to ``length``, gives."""
     import torch
 
-    left = getattr(model.tokenizer, "padding_side", "right") == "left"
+    left, _ = _padding(model.tokenizer)
     rows = torch.from_numpy(np.asarray(idx, np.int64))
     width = features["input_ids"].shape[1]
     cols = slice(width - length, None) if left else slice(0, length)
@@ -451,9 +456,7 @@ def _pad_features(model, features: dict, length: int) -> dict:
     width = features["input_ids"].shape[1]
     if width >= length:   # a plain dict either way: a BatchEncoding would make torch.compile recompile
         return dict(features)
-    tokenizer = model.tokenizer
-    left = getattr(tokenizer, "padding_side", "right") == "left"
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    left, pad_id = _padding(model.tokenizer)
     out = dict(features)
     for k, v in features.items():
         if torch.is_tensor(v) and v.dim() == 2 and v.shape[1] == width:
