@@ -21,7 +21,8 @@ RSS of the side's process tree — JVM + Python workers, or datatrove's task pro
 whole child process, warm-up included; PSS beside it), and pair precision / recall / F1 against
 the planted truth: truth clusters = each source with its copies of Jaccard ≥ ``--threshold``
 (0.8); predicted = each system's duplicate clusters (crawlake's exact and near clusters joined);
-pairs = document pairs in one cluster. Target (issue 21): crawlake ≥ 5x datatrove's docs/s at
+pairs = document pairs in one cluster. The precision row also carries ``pair_classes``: every
+predicted pair by what the planted list says of it (:func:`pair_classes`). Target (issue 21): crawlake ≥ 5x datatrove's docs/s at
 both sizes, F1 not lower.
 
     python benchmarks/bench_peer_dedup.py [--json] [--sizes 100000] [--repeats 3] [--workdir DIR]
@@ -112,6 +113,47 @@ def pair_scores(truth: dict[str, str], pred: dict[str, str]) -> dict:
             "correct_pairs": tp}
 
 
+def pair_classes(root: Path, threshold: float, pred: dict[str, str]) -> dict:
+    """Every predicted pair (two documents in one predicted cluster) by what the planted list says
+    of it: ``true`` (one source's family, both at Jaccard ≥ ``threshold``: the source counts as
+    1.0), ``same_source_below_threshold``, ``different_sources`` (both planted), ``one_planted``,
+    ``neither_planted``; plus the largest cluster's size and the pairs in clusters of more than
+    20 documents (pairs grow with the square of a cluster's size). Counted per cluster from its
+    members' families, not pair by pair."""
+    family, similarity = {}, {}
+    with open(root / "_planted.tsv", encoding="utf-8") as fh:
+        for line in fh:
+            doc_id, _, sim, source = line.rstrip("\n").split("\t")
+            family[doc_id], similarity[doc_id] = source, float(sim)
+            family[source], similarity[source] = source, 1.0
+
+    def c2(k: int) -> int:
+        return k * (k - 1) // 2
+
+    members = defaultdict(list)
+    for doc, cluster in pred.items():
+        members[cluster].append(doc)
+    out = dict.fromkeys(("true", "same_source_below_threshold", "different_sources", "one_planted",
+                         "neither_planted", "in_clusters_over_20"), 0)
+    for docs in members.values():
+        by_family = defaultdict(lambda: [0, 0])   # family → [members, members at ≥ threshold]
+        for d in docs:
+            if d in family:
+                by_family[family[d]][0] += 1
+                by_family[family[d]][1] += similarity[d] >= threshold
+        planted = sum(k for k, _ in by_family.values())
+        unplanted = len(docs) - planted
+        same = sum(c2(k) for k, _ in by_family.values())
+        out["true"] += sum(c2(hi) for _, hi in by_family.values())
+        out["same_source_below_threshold"] += same - sum(c2(hi) for _, hi in by_family.values())
+        out["different_sources"] += c2(planted) - same
+        out["one_planted"] += planted * unplanted
+        out["neither_planted"] += c2(unplanted)
+        out["in_clusters_over_20"] += c2(len(docs)) if len(docs) > 20 else 0
+    out["largest_cluster"] = max((len(d) for d in members.values()), default=0)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true")
@@ -148,7 +190,8 @@ def main() -> None:
                     side = {"system": "datatrove", "input": str(input_folder), "work": str(workdir / f"datatrove-{n}"),
                             "tasks": 2, "workers": 2, "clusters": clusters}
                 res = run_side(pythons[system], SIDE, side)
-                res["scores"] = pair_scores(truth, predicted_clusters(clusters))
+                pred = predicted_clusters(clusters)
+                res["scores"] = {**pair_scores(truth, pred), "pair_classes": pair_classes(root, args.threshold, pred)}
                 runs[system].append(res)
                 load.append(load_average())
         settings = {"benchmark": "peer_dedup", "documents": n, "text_mb": summary["text_mb"],
@@ -179,7 +222,8 @@ def main() -> None:
             for metric in ("precision", "recall", "f1"):
                 lines.append({**settings, "system": name, "metric": f"pair_{metric}",
                               "value": round(best["scores"][metric], 4), "unit": "fraction",
-                              **{k: best["scores"][k] for k in ("true_pairs", "predicted_pairs", "correct_pairs")}})
+                              **{k: best["scores"][k] for k in ("true_pairs", "predicted_pairs", "correct_pairs")},
+                              **({"pair_classes": best["scores"]["pair_classes"]} if metric == "precision" else {})})
         if len(medians) == 2:
             lines.append({**settings, "system": "crawlake", "metric": "ratio_docs_per_s_vs_datatrove",
                           "value": round(medians["datatrove"] / medians["crawlake"], 3), "unit": "x", "target": 5.0})
