@@ -35,17 +35,61 @@ PLANTED = {"env secret key": "PLANTEDsecretKEYfromENV0x5eC", "env session token"
 WAIT_S = 900
 
 
-@pytest.fixture(scope="module")
-def s3(s3_server, tmp_path_factory):
-    """The bucket with the engine lakes' inputs (the built-in sample, written the same, and the
-    real WARCs) under crawl/ (file names kept), and the AWS variables in this process's
-    environment for the JVM-free reads below."""
+@pytest.fixture(scope="session")
+def cluster_run(s3_server, tmp_path_factory):
+    """The whole pipeline on the cluster, lake on S3, with worker 0 SIGKILLed in the middle of
+    dedup and worker 1 in the middle of tokenize (each replaced by a fresh worker, as a cluster
+    manager would), going on in a thread: ``(cluster, lake root, future of the run's output)``.
+
+    Session-scoped so that pytest sets it up before ``engine_lakes`` (higher scopes first, then
+    argument order), which the run is compared with: the run's processes and the in-process
+    builds of the engine lakes share the two cores instead of taking turns. This process's
+    environment is not touched (the subprocesses get theirs explicitly). The bucket holds the
+    engine lakes' inputs (the built-in sample, written the same, and the real WARCs) under
+    crawl/, file names kept."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from pipelines.sample import write_sample_warc
+    from pipelines.servers import start_standalone
 
     s3_server.create_bucket(BUCKET)
     sample = write_sample_warc(tmp_path_factory.mktemp("cluster_inputs") / "crawlake-sample.warc.gz")
     for path in (sample, *(real_file(n) for n in ENGINE_WARCS)):
         s3_server.upload(path, f"s3://{BUCKET}/crawl/{Path(path).name}")
+    work = tmp_path_factory.mktemp("spark_work")
+    env = {**s3_server.env(), "AWS_SECRET_ACCESS_KEY": PLANTED["env secret key"],
+           "AWS_SESSION_TOKEN": PLANTED["env session token"]}
+    cluster = start_standalone(2, cores=1, memory="2g", work_dir=str(work), env=env)
+    cluster.work_dir, cluster.env = work, env
+    log = tmp_path_factory.mktemp("cluster_run") / "run.log"
+    root = f"s3a://{BUCKET}/lake"
+    proc = submit(cluster, "--lake-root", root, "--set", "tracking.progress=lines",
+                  "--set", "tracking.progress_interval_s=0.25", log=log)
+    pool = ThreadPoolExecutor(1, thread_name_prefix="cluster-run")
+    try:
+        yield cluster, root, pool.submit(_kill_workers_and_finish, cluster, proc, log)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+        pool.shutdown(wait=True)
+        cluster.stop()
+
+
+def _kill_workers_and_finish(cluster, proc: subprocess.Popen, log: Path) -> str:
+    from pipelines.servers import start_worker
+
+    for stage, worker in (("dedup", 0), ("tokenize", 1)):
+        wait_for(lambda: _progress(log, stage), proc, log, f"{stage}'s first tasks", timeout_s=WAIT_S)
+        cluster.kill_worker(worker)
+        cluster.workers[worker] = start_worker(cluster.master_url, cores=1, memory="2g",
+                                               work_dir=str(cluster.work_dir), env=cluster.env)
+    return finish(proc, log)
+
+
+@pytest.fixture(scope="module")
+def s3(s3_server, cluster_run):
+    """The S3 server with the AWS variables in this process's environment, for the JVM-free reads
+    below (for this module only)."""
     with pytest.MonkeyPatch.context() as mp:
         for key, value in s3_server.env().items():
             mp.setenv(key, value)
@@ -53,14 +97,11 @@ def s3(s3_server, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def cluster(s3, tmp_path_factory):
-    from pipelines.servers import start_standalone
-
-    work = tmp_path_factory.mktemp("spark_work")
-    env = {**s3.env(), "AWS_SECRET_ACCESS_KEY": PLANTED["env secret key"], "AWS_SESSION_TOKEN": PLANTED["env session token"]}
-    with start_standalone(2, cores=1, memory="2g", work_dir=str(work), env=env) as c:
-        c.work_dir, c.env = work, env
-        yield c
+def cluster(cluster_run):
+    """The run's cluster, stopped once this module's tests are done (the session's end stops it
+    again, a no-op)."""
+    yield cluster_run[0]
+    cluster_run[0].stop()
 
 
 def submit(cluster, *args: str, log: Path) -> subprocess.Popen:
@@ -102,22 +143,10 @@ def _progress(log: Path, stage: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def cluster_lake(cluster, tmp_path_factory):
-    """The whole pipeline on the cluster, lake on S3, with worker 0 SIGKILLed in the middle of
-    dedup and worker 1 in the middle of tokenize (each replaced by a fresh worker, as a cluster
-    manager would): returns (lake root, the run's output)."""
-    from pipelines.servers import start_worker
-
-    log = tmp_path_factory.mktemp("cluster_run") / "run.log"
-    root = f"s3a://{BUCKET}/lake"
-    proc = submit(cluster, "--lake-root", root, "--set", "tracking.progress=lines",
-                  "--set", "tracking.progress_interval_s=0.25", log=log)
-    for stage, worker in (("dedup", 0), ("tokenize", 1)):
-        wait_for(lambda: _progress(log, stage), proc, log, f"{stage}'s first tasks", timeout_s=WAIT_S)
-        cluster.kill_worker(worker)
-        cluster.workers[worker] = start_worker(cluster.master_url, cores=1, memory="2g",
-                                               work_dir=str(cluster.work_dir), env=cluster.env)
-    return root, finish(proc, log)
+def cluster_lake(s3, cluster_run):
+    """The cluster run, finished: returns (lake root, the run's output)."""
+    _, root, output = cluster_run
+    return root, output.result()
 
 
 def _basename_inputs(value):
@@ -139,13 +168,13 @@ def vectors(root: str) -> dict:
 
 
 @pytest.mark.parametrize("table", TABLES_COMPARED)
-def test_the_cluster_run_on_s3_equals_a_local_run(engine_lakes, cluster_lake, table):
+def test_the_cluster_run_on_s3_equals_a_local_run(cluster_run, engine_lakes, cluster_lake, table):
     reference = rows(engine_lakes["deltalake"][0].lake.root, table)
     assert reference, f"{table} is empty: nothing compared"
     assert rows(cluster_lake[0], table) == reference
 
 
-def test_the_cluster_runs_vectors_equal_a_local_runs(engine_lakes, cluster_lake):
+def test_the_cluster_runs_vectors_equal_a_local_runs(cluster_run, engine_lakes, cluster_lake):
     reference, other = vectors(engine_lakes["deltalake"][0].lake.root), vectors(cluster_lake[0])
     assert reference and other.keys() == reference.keys()
     assert max(abs(a - b) for k in reference for a, b in zip(reference[k], other[k])) <= 1e-5
