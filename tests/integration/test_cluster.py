@@ -61,17 +61,17 @@ def cluster_run(s3_server, tmp_path_factory):
            "AWS_SESSION_TOKEN": PLANTED["env session token"]}
     cluster = start_standalone(2, cores=1, memory="2g", work_dir=str(work), env=env)
     cluster.work_dir, cluster.env = work, env
-    log = tmp_path_factory.mktemp("cluster_run") / "run.log"
-    root = f"s3a://{BUCKET}/lake"
-    proc = submit(cluster, "--lake-root", root, "--set", "tracking.progress=lines",
-                  "--set", "tracking.progress_interval_s=0.25", log=log)
-    pool = ThreadPoolExecutor(1, thread_name_prefix="cluster-run")
+    pool, proc = ThreadPoolExecutor(1, thread_name_prefix="cluster-run"), None
     try:
+        log = tmp_path_factory.mktemp("cluster_run") / "run.log"
+        root = f"s3a://{BUCKET}/lake"
+        proc = submit(cluster, "--lake-root", root, "--set", "tracking.progress=lines",
+                      "--set", "tracking.progress_interval_s=0.25", log=log)
         yield cluster, root, pool.submit(_kill_workers_and_finish, cluster, proc, log)
     finally:
-        if proc.poll() is None:
+        if proc is not None and proc.poll() is None:
             os.killpg(proc.pid, 9)
-        pool.shutdown(wait=True)
+        pool.shutdown(wait=True)   # the thread ends once the run has
         cluster.stop()
 
 
