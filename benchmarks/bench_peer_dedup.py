@@ -22,8 +22,8 @@ whole child process, warm-up included; PSS beside it), and pair precision / reca
 the planted truth: truth clusters = each source with its copies of Jaccard ≥ ``--threshold``
 (0.8); predicted = each system's duplicate clusters (crawlake's exact and near clusters joined);
 pairs = document pairs in one cluster. The precision row also carries ``pair_classes``: every
-predicted pair by what the planted list says of it (:func:`pair_classes`). Target (issue 21): crawlake ≥ 5x datatrove's docs/s at
-both sizes, F1 not lower.
+predicted pair by what the planted list says of it (:func:`pair_classes`). Target (issue 21):
+crawlake ≥ 5x datatrove's docs/s at both sizes, F1 not lower.
 
     python benchmarks/bench_peer_dedup.py [--json] [--sizes 100000] [--repeats 3] [--workdir DIR]
         [--systems crawlake,datatrove]
@@ -113,19 +113,26 @@ def pair_scores(truth: dict[str, str], pred: dict[str, str]) -> dict:
             "correct_pairs": tp}
 
 
-def pair_classes(root: Path, threshold: float, pred: dict[str, str]) -> dict:
-    """Every predicted pair (two documents in one predicted cluster) by what the planted list says
-    of it: ``true`` (one source's family, both at Jaccard ≥ ``threshold``: the source counts as
-    1.0), ``same_source_below_threshold``, ``different_sources`` (both planted), ``one_planted``,
-    ``neither_planted``; plus the largest cluster's size and the pairs in clusters of more than
-    20 documents (pairs grow with the square of a cluster's size). Counted per cluster from its
-    members' families, not pair by pair."""
+def planted_families(root: Path) -> tuple[dict[str, str], dict[str, float]]:
+    """Every planted copy and its source: (doc_id → source doc_id, doc_id → Jaccard to the
+    source; a source maps to itself at 1.0)."""
     family, similarity = {}, {}
     with open(root / "_planted.tsv", encoding="utf-8") as fh:
         for line in fh:
             doc_id, _, sim, source = line.rstrip("\n").split("\t")
             family[doc_id], similarity[doc_id] = source, float(sim)
             family[source], similarity[source] = source, 1.0
+    return family, similarity
+
+
+def pair_classes(planted: tuple[dict[str, str], dict[str, float]], threshold: float, pred: dict[str, str]) -> dict:
+    """Every predicted pair (two documents in one predicted cluster) by what the planted list
+    (:func:`planted_families`) says of it: ``true`` (one source's family, both at Jaccard ≥
+    ``threshold``), ``same_source_below_threshold``, ``different_sources`` (both planted),
+    ``one_planted``, ``neither_planted``; plus the largest cluster's size and the pairs in clusters
+    of more than 20 documents (pairs grow with the square of a cluster's size). Counted per
+    cluster from its members' families, not pair by pair."""
+    family, similarity = planted
 
     def c2(k: int) -> int:
         return k * (k - 1) // 2
@@ -176,7 +183,7 @@ def main() -> None:
     lines = []
     for n in sorted({int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()}):
         root, summary = lake(workdir, n, args.seed, args.threshold)
-        truth = truth_clusters(root, args.threshold)
+        truth, planted = truth_clusters(root, args.threshold), planted_families(root)
         input_folder = root / "bronze" / "documents"
         runs: dict[str, list[dict]] = {s: [] for s in systems}
         load = [load_average()]
@@ -191,7 +198,7 @@ def main() -> None:
                             "tasks": 2, "workers": 2, "clusters": clusters}
                 res = run_side(pythons[system], SIDE, side)
                 pred = predicted_clusters(clusters)
-                res["scores"] = {**pair_scores(truth, pred), "pair_classes": pair_classes(root, args.threshold, pred)}
+                res["scores"] = {**pair_scores(truth, pred), "pair_classes": pair_classes(planted, args.threshold, pred)}
                 runs[system].append(res)
                 load.append(load_average())
         settings = {"benchmark": "peer_dedup", "documents": n, "text_mb": summary["text_mb"],
