@@ -47,10 +47,10 @@ chromium:
 # The peers crawlake is benchmarked against (benchmarks/bench_peer_*.py), each in a virtualenv of
 # its own under .venv-peers/ (datatrove, streaming: their pins conflict with each other and with
 # crawlake's), from PyPI only, installed with .venv's uv (its cache already holds torch); crawlake's
-# .venv is never touched.
+# .venv is never touched. crawlake's side of those benchmarks runs on Spark, so its jars come too.
 PEERS := .venv-peers
 PEER_ENVS := datatrove streaming
-peers: $(addprefix $(STAMPS)/peer-,$(PEER_ENVS))
+peers: $(STAMPS)/jars $(addprefix $(STAMPS)/peer-,$(PEER_ENVS))
 
 # one stamp per peer env, so `make peers PEER_ENVS=datatrove` builds and checks that env alone
 $(STAMPS)/peer-%: scripts/peers/%.txt $(STAMPS)/venv
