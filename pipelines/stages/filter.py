@@ -144,7 +144,8 @@ def _increment(lake, docs, cores: int):
     marks = (flags(keys, "i")
              .unionByName(flags(decided, "d"))
              .unionByName(flags(lake.read(SILVER_DOCUMENTS_CLEAN), "c"))
-             .groupBy("doc_id").agg(*(F.max(name).alias(name) for name in "idc")))   # one shuffle of keys
+             .groupBy("doc_id").agg(*(F.max(name).alias(name) for name in "idc"))   # one shuffle of keys
+             .localCheckpoint())   # used twice below: the three reads and the shuffle run once
     leaving = marks.filter("(d AND NOT i) OR (c AND NOT (d AND i))").collect()
     gone = sorted(r.doc_id for r in leaving if r.d and not r.i)
     stale = sorted(r.doc_id for r in leaving if r.c)
