@@ -41,22 +41,28 @@ class TokenSequenceDataset(DeltaRowDataset):
                          storage_options=storage_options, cache_dir=cache_dir)
 
     def decode(self, table: pa.Table) -> dict[str, Any]:
-        ids = table.column("input_ids").combine_chunks()
-        if not pa.types.is_integer(ids.type.value_type):
-            raise ValueError(f"{self.table_uri}: input_ids must be lists of integers, got {ids.type}")
-        lengths = pa.compute.list_value_length(ids).to_numpy(zero_copy_only=False)
-        if len(lengths) and (lengths.min() != lengths.max() or lengths.min() < 2):
+        # The window's ids stay in the row-group pieces pyarrow decoded them into (numpy views, no
+        # copy); each batch gathers its rows from them. Combining them first copied the whole
+        # window before its first batch could go out.
+        column = table.column("input_ids")
+        if not pa.types.is_integer(column.type.value_type):
+            raise ValueError(f"{self.table_uri}: input_ids must be lists of integers, got {column.type}")
+        chunks = [chunk for chunk in column.chunks if len(chunk)]
+        lengths = [pa.compute.list_value_length(chunk).to_numpy(zero_copy_only=False) for chunk in chunks]
+        lo = min((int(n.min()) for n in lengths), default=2)
+        hi = max((int(n.max()) for n in lengths), default=2)
+        if lo != hi or lo < 2:
             raise ValueError(f"{self.table_uri} v{self.version}: input_ids rows have lengths "
-                             f"{int(lengths.min())}..{int(lengths.max())}; expected one length >= 2 (seq_len + 1)")
-        width = int(lengths[0]) if len(lengths) else 2
-        arrays = {"input_ids": ids.flatten().to_numpy(zero_copy_only=False).reshape(len(ids), width),
+                             f"{lo}..{hi}; expected one length >= 2 (seq_len + 1)")
+        views = [chunk.flatten().to_numpy(zero_copy_only=False).reshape(len(chunk), lo) for chunk in chunks]
+        arrays = {"input_ids": RowChunks(views, lo),
                   "num_tokens": table.column("num_tokens").to_numpy().astype(np.int64, copy=False)}
         for name in self.extra_columns:
             arrays[name] = column_to_numpy(table.column(name))
         return arrays
 
     def make_batch(self, arrays: dict[str, Any], index: np.ndarray) -> dict[str, Any]:
-        rows, num_tokens = arrays["input_ids"][index], arrays["num_tokens"][index]
+        rows, num_tokens = arrays["input_ids"].take(index), arrays["num_tokens"][index]
         n, width = rows.shape
         extras = {name: arrays[name][index] for name in self.extra_columns}
         numeric = [k for k, v in extras.items() if v.dtype != object]
@@ -77,4 +83,32 @@ class TokenSequenceDataset(DeltaRowDataset):
                 out[name] = tensor
             else:
                 out[name] = extras[name].tolist()
+        return out
+
+
+class RowChunks:
+    """Rows of equal width held as consecutive 2-d numpy chunks (``[rows_k, width]`` each, one
+    dtype): a window's pieces as decoded, read without concatenating them."""
+
+    def __init__(self, chunks: Sequence[np.ndarray], width: int):
+        self.chunks, self.width = list(chunks), width
+        self.starts = np.cumsum([0, *(len(c) for c in self.chunks)])
+        self.dtype = self.chunks[0].dtype if self.chunks else np.dtype(np.int32)
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def take(self, index: np.ndarray) -> np.ndarray:
+        """Rows ``index`` (int[n], in ``[0, len)``) as one ``[n, width]`` array, in that order.
+        Raises IndexError for an index out of range."""
+        index = np.asarray(index, dtype=np.int64)
+        if len(self.chunks) == 1:
+            return self.chunks[0][index]
+        if len(index) and (index.min() < 0 or index.max() >= len(self)):
+            raise IndexError(f"row index out of range [0, {len(self)})")
+        out = np.empty((len(index), self.width), dtype=self.dtype)
+        chunk = np.searchsorted(self.starts, index, side="right") - 1
+        for k in np.unique(chunk):
+            mine = chunk == k
+            out[mine] = self.chunks[k][index[mine] - self.starts[k]]
         return out

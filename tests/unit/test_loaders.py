@@ -314,6 +314,17 @@ def test_ragged_input_ids_are_an_error(tmp_path):
         list(TokenSequenceDataset(str(uri)))
 
 
+def test_input_ids_of_another_length_in_another_block_are_an_error(tmp_path):
+    # each row group is uniform; a window holding both still has two lengths
+    uri = tmp_path / "two_lengths"
+    write(uri, pa.table({"input_ids": pa.array([[1, 2, 3]] * 3, pa.list_(pa.int32())),
+                         "num_tokens": pa.array([3] * 3, pa.int32())}), mode="error")
+    write(uri, pa.table({"input_ids": pa.array([[4, 5]] * 3, pa.list_(pa.int32())),
+                         "num_tokens": pa.array([2] * 3, pa.int32())}))
+    with pytest.raises(ValueError, match="lengths 2..3"):
+        list(TokenSequenceDataset(str(uri), shuffle=False, shuffle_buffer=6))
+
+
 def test_base_dataset_reads_any_table_with_partition_columns(tmp_path):
     uri = tmp_path / "clicks"
     rows = pa.table({"row_key": pa.array(range(50), pa.int64()), "label": pa.array([i % 2 for i in range(50)], pa.int8()),
