@@ -102,10 +102,10 @@ class RowChunks:
         """Rows ``index`` (int[n], in ``[0, len)``) as one ``[n, width]`` array, in that order.
         Raises IndexError for an index out of range."""
         index = np.asarray(index, dtype=np.int64)
-        if len(self.chunks) == 1:
-            return self.chunks[0][index]
         if len(index) and (index.min() < 0 or index.max() >= len(self)):
             raise IndexError(f"row index out of range [0, {len(self)})")
+        if len(self.chunks) == 1:
+            return self.chunks[0][index]
         out = np.empty((len(index), self.width), dtype=self.dtype)
         chunk = np.searchsorted(self.starts, index, side="right") - 1
         for k in np.unique(chunk):

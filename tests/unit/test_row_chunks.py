@@ -29,7 +29,9 @@ def test_empty_index_and_no_chunks():
     assert RowChunks([], 5).take(np.array([], dtype=np.int64)).shape == (0, 5)
 
 
+@pytest.mark.parametrize("sizes", [[7], [3, 4]])
 @pytest.mark.parametrize("bad", [-1, 7])
-def test_out_of_range_is_an_index_error(bad):
+def test_out_of_range_is_an_index_error(sizes, bad):
+    # -1 too: numpy would read the last row
     with pytest.raises(IndexError):
-        RowChunks(_pieces([3, 4]), 5).take(np.array([0, bad]))
+        RowChunks(_pieces(sizes), 5).take(np.array([0, bad]))
