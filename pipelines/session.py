@@ -6,7 +6,8 @@ Three situations, one function:
 * the driver was launched by ``spark-submit`` (or on Databricks): the submitted configuration wins;
   crawlake only fills in settings that were not given (Delta extension and catalog, Delta's jars
   from the local jar folder, the workers' Python);
-* a plain Python process: a local session is built from :class:`~pipelines.config.SparkConfig`.
+* a plain Python process: a local session is built from :class:`~pipelines.config.SparkConfig`,
+  its Python workers started by :mod:`pipelines.spark_daemon`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ DELTA_SETTINGS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
+#: Python workers import pyspark from its installed package, not from Spark's zips: without them
+#: on the path, the per-task import-cache reset costs nothing (:mod:`pipelines.spark_daemon`).
+WORKER_SETTINGS = {"spark.python.daemon.module": "pipelines.spark_daemon"}
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -151,6 +155,9 @@ def get_spark(cfg: SparkConfig, lake: LakeConfig | None = None) -> SparkSession:
         raise RuntimeError(
             f"Delta jars not found in {cfg.jars_dir!r}: run `make setup` (it resolves them from Maven Central once)"
         )
+    # a local session's workers run this interpreter, which imports crawlake (crawlake-submit sets
+    # it for clusters; a plain spark-submit's executors may not have crawlake installed)
+    wanted = {**WORKER_SETTINGS, **wanted}
     if cfg.master:
         builder = builder.master(cfg.master)
     for key, value in wanted.items():

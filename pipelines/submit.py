@@ -6,8 +6,8 @@ adds, unless given: the jars ``make setup`` resolved into ``.jars/`` (Delta, S3A
 crawlake's S3 log store) on the driver's class path (fixed when spark-submit starts it) and the
 executors' (``spark.executor.extraClassPath``), and ``spark.pyspark.python``/
 ``spark.pyspark.driver.python`` = this interpreter (the project's virtualenv), so the driver and
-every executor import crawlake's packages without ``PYSPARK_PYTHON`` being exported, and the
-driver's logging at WARN from its first line (``conf/log4j2.properties``). Both name
+every executor import crawlake's packages without ``PYSPARK_PYTHON`` being exported, their Python
+workers' daemon (:data:`pipelines.session.WORKER_SETTINGS`), and the driver's logging at WARN from its first line (``conf/log4j2.properties``). Both name
 paths on this machine, which the workers must have too (a cluster started from this checkout, or
 nodes built from one image); elsewhere use spark-submit itself with ``--packages``/``--jars`` and
 ``--archives`` with a packed environment. Everything else is passed through; the exit code is
@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 
-from pipelines.session import delta_jars
+from pipelines.session import WORKER_SETTINGS, delta_jars
 
 
 def command(argv: list[str]) -> list[str]:
@@ -40,6 +40,9 @@ def command(argv: list[str]) -> list[str]:
     for key in ("spark.pyspark.python", "spark.pyspark.driver.python"):
         if key not in given:
             extra += ["--conf", f"{key}={sys.executable}"]
+    for key, value in WORKER_SETTINGS.items():   # this interpreter imports crawlake's daemon module
+        if key not in given:
+            extra += ["--conf", f"{key}={value}"]
     return [submit, *extra, *argv]
 
 

@@ -43,7 +43,7 @@ def test_jars_go_on_the_class_paths_not_spark_jars():
     assert out == {"spark.driver.extraClassPath": "/x/a.jar:/x/b.jar", "spark.executor.extraClassPath": "/x/a.jar:/x/b.jar"}
 
 
-def test_crawlake_submit_adds_the_class_paths_and_the_interpreter_unless_given():
+def test_crawlake_submit_adds_the_class_paths_the_interpreter_and_its_daemon_unless_given():
     from pipelines.submit import command
 
     cmd = command(["--master", "spark://127.0.0.1:7077", "jobs/run_all.py", "--lake-root", "s3a://b/lake"])
@@ -51,9 +51,12 @@ def test_crawlake_submit_adds_the_class_paths_and_the_interpreter_unless_given()
                                                                "--lake-root", "s3a://b/lake"]
     assert "--driver-class-path" in cmd and any(a.startswith("spark.executor.extraClassPath=") for a in cmd)
     assert f"spark.pyspark.python={sys.executable}" in cmd and f"spark.pyspark.driver.python={sys.executable}" in cmd
+    assert "spark.python.daemon.module=pipelines.spark_daemon" in cmd
     assert "--jars" not in cmd
-    given = command(["--conf", "spark.pyspark.python=/opt/py", "jobs/ingest.py"])
+    given = command(["--conf", "spark.pyspark.python=/opt/py", "--conf", "spark.python.daemon.module=pyspark.daemon",
+                     "jobs/ingest.py"])
     assert f"spark.pyspark.python={sys.executable}" not in given and "spark.pyspark.python=/opt/py" in given
+    assert "spark.python.daemon.module=pipelines.spark_daemon" not in given
 
 
 def test_a_missing_credential_names_what_to_set(monkeypatch, tmp_path):

@@ -1,0 +1,69 @@
+"""The Python worker daemon crawlake's Spark sessions start (``spark.python.daemon.module``):
+pyspark's own daemon, imported from the installed pyspark package instead of Spark's archives.
+
+Why: Spark puts ``pyspark.zip``, ``py4j-*.zip`` and the ``spark-core`` jar at the front of every
+Python worker's ``PYTHONPATH``, so workers import pyspark from the zip, and pyspark's worker calls
+``importlib.invalidate_caches()`` before every task (``pyspark.worker_util.setup_spark_files``).
+Since Python 3.10 that makes every ``zipimporter`` re-read its archive's central directory: one
+importer per package directory inside ``pyspark.zip`` plus the 15 MB jar, about 0.1-0.3 s of a
+core before each task, whatever the task does. A Spark job of many small Python tasks (a stage's
+incremental run, a test's 20-row table) spends most of its time there.
+
+What it does: when the archives are the ones shipped inside the pyspark package that this
+interpreter imports anyway (the pip-installed pyspark, ``<site-packages>/pyspark/python/lib`` and
+``<site-packages>/pyspark/jars``), it drops them from ``sys.path`` and from the importer cache
+before pyspark is imported, then runs :func:`pyspark.daemon.manager`. Workers fork from it and
+inherit the path. With any other layout (a Spark distribution whose pyspark is not this
+interpreter's, or no pyspark installed) the path is left as it is, which is pyspark's own
+behaviour. Nothing else of the daemon or the worker changes.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import os
+import sys
+
+
+def spark_archives(path: list[str], package_dir: str) -> list[str]:
+    """The entries of ``path`` that are Spark's archives (``pyspark.zip``, ``py4j-*.zip``, a
+    ``spark-core*.jar``) shipped inside the pyspark package at ``package_dir``."""
+    package_dir = os.path.realpath(package_dir)
+    out = []
+    for entry in path:
+        name = os.path.basename(entry)
+        if name == "pyspark.zip" or (name.startswith("py4j-") and name.endswith(".zip")) \
+                or (name.startswith("spark-core") and name.endswith(".jar")):
+            if os.path.realpath(entry).startswith(package_dir + os.sep):
+                out.append(entry)
+    return out
+
+
+def installed_pyspark(path: list[str]) -> str | None:
+    """The directory of the pyspark package that ``path`` without zip or jar entries imports, or
+    None when there is none."""
+    plain = [p for p in path if not p.endswith((".zip", ".jar"))]
+    spec = importlib.machinery.PathFinder.find_spec("pyspark", plain)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return list(spec.submodule_search_locations)[0]
+
+
+def drop_spark_archives() -> list[str]:
+    """Remove Spark's archives from ``sys.path`` and ``sys.path_importer_cache`` when the installed
+    pyspark ships them (see the module docstring); returns the removed entries."""
+    package_dir = installed_pyspark(sys.path)
+    if package_dir is None:
+        return []
+    removed = spark_archives(sys.path, package_dir)
+    sys.path[:] = [p for p in sys.path if p not in removed]
+    for entry in removed:
+        sys.path_importer_cache.pop(entry, None)
+    return removed
+
+
+if __name__ == "__main__":
+    drop_spark_archives()
+    from pyspark.daemon import manager
+
+    manager()
