@@ -5,9 +5,10 @@ Why: Spark puts ``pyspark.zip``, ``py4j-*.zip`` and the ``spark-core`` jar at th
 Python worker's ``PYTHONPATH``, so workers import pyspark from the zip, and pyspark's worker calls
 ``importlib.invalidate_caches()`` before every task (``pyspark.worker_util.setup_spark_files``).
 Since Python 3.10 that makes every ``zipimporter`` re-read its archive's central directory: one
-importer per package directory inside ``pyspark.zip`` plus the 15 MB jar, about 0.1-0.3 s of a
-core before each task, whatever the task does. A Spark job of many small Python tasks (a stage's
-incremental run, a test's 20-row table) spends most of its time there.
+importer per package directory inside ``pyspark.zip`` plus the spark-core jar, a fixed cost of a
+core before each task, whatever the task does (measured in docs/benchmarks.md, "Spark's Python
+workers"). A Spark job of many small Python tasks (a stage's incremental run, a test's small
+table) spent most of its time there.
 
 What it does: when the archives are the ones shipped inside the pyspark package that this
 interpreter imports anyway (the pip-installed pyspark, ``<site-packages>/pyspark/python/lib`` and
