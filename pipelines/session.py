@@ -7,7 +7,7 @@ Three situations, one function:
   crawlake only fills in settings that were not given (Delta extension and catalog, Delta's jars
   from the local jar folder, the workers' Python);
 * a plain Python process: a local session is built from :class:`~pipelines.config.SparkConfig`,
-  its Python workers started by :mod:`pipelines.spark_daemon`.
+  with :data:`WORKER_SETTINGS` for its Python workers.
 """
 
 from __future__ import annotations
@@ -26,9 +26,12 @@ DELTA_SETTINGS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
-#: Python workers import pyspark from its installed package, not from Spark's zips: without them
-#: on the path, the per-task import-cache reset costs nothing (:mod:`pipelines.spark_daemon`).
-WORKER_SETTINGS = {"spark.python.daemon.module": "pipelines.spark_daemon"}
+#: How Spark talks to its Python workers. The daemon: workers import pyspark from its installed
+#: package, not from Spark's zips, so the per-task import-cache reset costs nothing
+#: (:mod:`pipelines.spark_daemon`). Unix domain sockets instead of TCP on 127.0.0.1: each task's
+#: small messages otherwise wait for TCP's delayed acknowledgements, tens of milliseconds a task.
+WORKER_SETTINGS = {"spark.python.daemon.module": "pipelines.spark_daemon",
+                   "spark.python.unix.domain.socket.enabled": "true"}
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -6,12 +6,12 @@ adds, unless given: the jars ``make setup`` resolved into ``.jars/`` (Delta, S3A
 crawlake's S3 log store) on the driver's class path (fixed when spark-submit starts it) and the
 executors' (``spark.executor.extraClassPath``), and ``spark.pyspark.python``/
 ``spark.pyspark.driver.python`` = this interpreter (the project's virtualenv), so the driver and
-every executor import crawlake's packages without ``PYSPARK_PYTHON`` being exported, their Python
-workers' daemon (:data:`pipelines.session.WORKER_SETTINGS`), and the driver's logging at WARN
-from its first line (``conf/log4j2.properties``). Both name paths on this machine, which the
-workers must have too (a cluster started from this checkout, or nodes built from one image);
-elsewhere use spark-submit itself with ``--packages``/``--jars`` and ``--archives`` with a packed
-environment. Everything else is passed through; the exit code is spark-submit's.
+every executor import crawlake's packages without ``PYSPARK_PYTHON`` being exported, how Spark
+talks to their Python workers (:data:`pipelines.session.WORKER_SETTINGS`), and the driver's
+logging at WARN from its first line (``conf/log4j2.properties``). Both name paths on this machine,
+which the workers must have too (a cluster started from this checkout, or nodes built from one
+image); elsewhere use spark-submit itself with ``--packages``/``--jars`` and ``--archives`` with a
+packed environment. Everything else is passed through; the exit code is spark-submit's.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""A local session's Python workers (pipelines.spark_daemon): they import pyspark from the
-installed package and hold no importer of Spark's archives, so pyspark's per-task import-cache
-reset reads no archive; tasks still run pyspark's worker."""
+"""A local session's Python workers (pipelines.session.WORKER_SETTINGS): started by
+pipelines.spark_daemon, they import pyspark from the installed package and hold no importer of
+Spark's archives, so pyspark's per-task import-cache reset reads no archive; they talk to the JVM
+over Unix domain sockets; tasks still run pyspark's worker."""
 
 import sys
 
@@ -23,7 +24,9 @@ def test_workers_import_the_installed_pyspark_and_no_spark_archive(spark):
 
     rows = spark.range(4, numPartitions=4).mapInArrow(where, "origin string, archives string, python string").collect()
     assert len(rows) == 4
-    assert spark.sparkContext.getConf().get("spark.python.daemon.module") == "pipelines.spark_daemon"
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.python.daemon.module") == "pipelines.spark_daemon"
+    assert conf.get("spark.python.unix.domain.socket.enabled") == "true"
     assert {r.origin for r in rows} == {pyspark.__file__}
     assert {r.archives for r in rows} == {"[]"}
     assert {r.python for r in rows} == {sys.executable}

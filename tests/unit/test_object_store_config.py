@@ -52,6 +52,7 @@ def test_crawlake_submit_adds_the_class_paths_the_interpreter_and_its_daemon_unl
     assert "--driver-class-path" in cmd and any(a.startswith("spark.executor.extraClassPath=") for a in cmd)
     assert f"spark.pyspark.python={sys.executable}" in cmd and f"spark.pyspark.driver.python={sys.executable}" in cmd
     assert "spark.python.daemon.module=pipelines.spark_daemon" in cmd
+    assert "spark.python.unix.domain.socket.enabled=true" in cmd
     assert "--jars" not in cmd
     given = command(["--conf", "spark.pyspark.python=/opt/py", "--conf", "spark.python.daemon.module=pyspark.daemon",
                      "jobs/ingest.py"])
