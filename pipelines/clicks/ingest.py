@@ -5,8 +5,8 @@ day files) cannot be split anyway. The task runs the kernel (:func:`pipelines.ke
 through ``mapInArrow`` and stages the file's rows (in its ``day=`` folder) and its quarantined
 lines as one Parquet file each; only a summary row per file goes back to Spark. The new rows are
 audited (``bronze.clicks`` suite), then the lake publishes them, replacing the rows an earlier
-ingest of the same files left, in one commit per table (:mod:`pipelines.lake`: deltalake on a
-local path-mode lake, where no row passes through the JVM; Spark's Delta writer elsewhere).
+ingest of the same files left, in one commit per table; :mod:`pipelines.lake` alone decides
+which engine commits (see its ``writer``).
 
 Then the files go into ``ops.clicks_ingest_log`` with their size, mtime and line counts; a file
 already there with the same size and mtime is skipped. A run killed anywhere leaves each file
