@@ -158,8 +158,8 @@ def get_spark(cfg: SparkConfig, lake: LakeConfig | None = None) -> SparkSession:
         raise RuntimeError(
             f"Delta jars not found in {cfg.jars_dir!r}: run `make setup` (it resolves them from Maven Central once)"
         )
-    # a local session's workers run this interpreter, which imports crawlake (crawlake-submit sets
-    # it for clusters; a plain spark-submit's executors may not have crawlake installed)
+    # a local session's workers run this interpreter, which imports crawlake's daemon module
+    # (crawlake-submit sets these for clusters; a plain spark-submit's executors may lack crawlake)
     wanted = {**WORKER_SETTINGS, **wanted}
     if cfg.master:
         builder = builder.master(cfg.master)

@@ -33,7 +33,8 @@ def test_the_installed_package_is_found_without_archives():
 
 def _worker_view(pythonpath: str) -> list[str]:
     """What a worker forked by the daemon sees: pyspark's origin and the Spark archives on its
-    path and in its importer cache, after :func:`drop_spark_archives`, in a fresh interpreter started as Spark starts it."""
+    path and in its importer cache, after :func:`drop_spark_archives`, in a fresh interpreter
+    started as Spark starts it (the archives first on ``PYTHONPATH``)."""
     code = ("import sys; from pipelines.spark_daemon import drop_spark_archives; drop_spark_archives(); "
             "import pyspark; print(pyspark.__file__); "
             "spark = lambda p: any(n in p for n in ('pyspark.zip', 'py4j-', 'spark-core')); "
