@@ -17,8 +17,8 @@ import os
 import sys
 from pathlib import Path
 
-from pyspark import SparkConf
-from pyspark.sql import SparkSession
+from pyspark import SparkConf, StorageLevel
+from pyspark.sql import DataFrame, SparkSession
 
 from pipelines.config import LakeConfig, SparkConfig
 
@@ -178,3 +178,16 @@ def _quiet(spark: SparkSession) -> SparkSession:
     for name in _QUIET_LOGGERS:
         levels.setLevel(name, spark._jvm.org.apache.logging.log4j.Level.ERROR)
     return spark
+
+
+def local_checkpoint(df: DataFrame) -> DataFrame:
+    """``df`` computed now and kept on the executors with its lineage cut
+    (``DataFrame.localCheckpoint``), so that later jobs neither recompute it nor see tables this
+    run writes in between. On a cluster each block is kept on two executors
+    (``MEMORY_AND_DISK_2``): a local checkpoint's blocks cannot be recomputed, so with one copy
+    the loss of the executor holding it fails every later job that reads it
+    (``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``); with two, Spark reads the other copy and re-runs
+    only the lost tasks. A local session has one executor: one copy (``MEMORY_AND_DISK``)."""
+    local = df.sparkSession.sparkContext.master.startswith("local")
+    return df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK if local
+                              else StorageLevel.MEMORY_AND_DISK_2)

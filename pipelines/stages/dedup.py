@@ -67,6 +67,7 @@ from pipelines.kernels.minhash import (
     signature_batch,
     text_hashes,
 )
+from pipelines.session import local_checkpoint
 from pipelines.stage import StageContext, StageResult
 from pipelines.lake import ALL, Keys, Lake
 from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DEDUP_INDEX, SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS
@@ -133,22 +134,22 @@ def connected_components(edges: DataFrame, max_iterations: int, driver_max_edges
     converged after ``max_iterations`` rounds.
     """
     spark = edges.sparkSession
-    edges = edges.select("src", "dst").localCheckpoint()
+    edges = local_checkpoint(edges.select("src", "dst"))
     count = edges.count()
     if count == 0:
         return spark.createDataFrame([], "doc_id string, component string")
     if count <= driver_max_edges:
         return spark.createDataFrame(graph.components(edges.toArrow()), "doc_id string, component string")
     both = edges.union(edges.select(F.col("dst").alias("src"), F.col("src").alias("dst")))
-    both = both.distinct().localCheckpoint()
+    both = local_checkpoint(both.distinct())
     labels = both.select(F.col("src").alias("doc_id")).distinct().withColumn("label", F.col("doc_id"))
     for _ in range(max_iterations):
         proposals = (both.join(labels.withColumnRenamed("doc_id", "src"), "src")
                      .groupBy(F.col("dst").alias("doc_id")).agg(F.min("label").alias("proposal")))
-        updated = (labels.join(proposals, "doc_id", "left")
-                   .select("doc_id", F.least("label", F.coalesce("proposal", "label")).alias("label"),
-                           (F.col("proposal") < F.col("label")).alias("changed"))
-                   .localCheckpoint())
+        updated = local_checkpoint(
+            labels.join(proposals, "doc_id", "left")
+            .select("doc_id", F.least("label", F.coalesce("proposal", "label")).alias("label"),
+                    (F.col("proposal") < F.col("label")).alias("changed")))
         changed = updated.filter("changed").count()
         labels = updated.drop("changed")
         if changed == 0:
@@ -202,7 +203,7 @@ def _retire_removed(lake: Lake) -> int:
     clusters = lake.read(SILVER_DUPLICATE_CLUSTERS)
     decided = (lake.read(SILVER_DOCUMENTS_DEDUP).select("doc_id").union(clusters.select("doc_id"))
                .union(lake.read(SILVER_DEDUP_INDEX).select("doc_id")).distinct())
-    removed = decided.join(lake.read(BRONZE_DOCUMENTS).select("doc_id"), "doc_id", "left_anti").localCheckpoint()
+    removed = local_checkpoint(decided.join(lake.read(BRONZE_DOCUMENTS).select("doc_id"), "doc_id", "left_anti"))
     count = removed.count()
     if count:
         # A cluster whose kept document was taken down has no kept row (crawlake forget deleted
@@ -340,9 +341,9 @@ def _with_cluster_sizes(lake: Lake, rows: DataFrame) -> DataFrame:
     clusters = rows.select("cluster_id", "method").distinct()
     stored = (stored_all.join(clusters, ["cluster_id", "method"], "left_semi")
               .join(rows.select("doc_id", "method"), ["doc_id", "method"], "left_anti"))
-    resized = (stored.unionByName(rows)
-               .withColumn("cluster_size", F.count("*").over(Window.partitionBy("cluster_id", "method")).cast("int"))
-               .localCheckpoint())
+    resized = local_checkpoint(
+        stored.unionByName(rows)
+        .withColumn("cluster_size", F.count("*").over(Window.partitionBy("cluster_id", "method")).cast("int")))
     others = (stored_all.join(resized.select("doc_id").distinct(), "doc_id", "left_semi")
               .join(resized.select("doc_id", "method"), ["doc_id", "method"], "left_anti"))
     return resized.unionByName(others)
@@ -374,7 +375,7 @@ def run(ctx: StageContext) -> StageResult:
     # only when bronze's log shows removed rows since this stage's last run (a version diff)
     removed = _retire_removed(lake) if incremental and removed_since_last_run(ctx, "dedup", BRONZE_DOCUMENTS) else 0
     # Checkpointed, not cached: recomputing it after this run's writes would find nothing new.
-    new = _new_documents(lake, incremental).withColumn("text_hash", _text_hash("text")).localCheckpoint()
+    new = local_checkpoint(_new_documents(lake, incremental).withColumn("text_hash", _text_hash("text")))
     rows_in = new.count()
     if incremental and rows_in == 0:
         return _result(None, 0, 0, 0, bands, rows, cfg, 0, 0, removed)
@@ -386,12 +387,12 @@ def run(ctx: StageContext) -> StageResult:
     old_docs = lake.read(SILVER_DOCUMENTS_DEDUP) if incremental else _empty(lake, SILVER_DOCUMENTS_DEDUP)
 
     # 1. Exact, among the new documents and against the kept ones.
-    exact_rows = _exact_clusters(new, old, old_docs, keep_cols, order).localCheckpoint()
+    exact_rows = local_checkpoint(_exact_clusters(new, old, old_docs, keep_cols, order))
     survivors = new.join(exact_rows.filter(~F.col("kept")).select("doc_id"), "doc_id", "left_anti")
 
     # 2. Near, on the exact survivors: only they are hashed; kept documents' hashes come from the index.
     signatures, hashed = _signatures(ctx, survivors, cfg, bands, rows)
-    near_rows = _near_clusters(survivors, signatures, old, old_docs, keep_cols, order, cfg).localCheckpoint()
+    near_rows = local_checkpoint(_near_clusters(survivors, signatures, old, old_docs, keep_cols, order, cfg))
 
     # 3. Publish: the new kept documents, their index rows and this run's cluster rows.
     clusters = exact_rows.unionByName(near_rows)

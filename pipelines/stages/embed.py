@@ -30,6 +30,7 @@ from pipelines import incremental
 from pipelines.kernels.embed import EmbedParams, embed_batch
 from pipelines.lake import sql_string
 from pipelines.lake.files import TableFiles, Target
+from pipelines.session import local_checkpoint
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import GOLD_EMBEDDINGS, SILVER_DOCUMENTS_CLEAN
 
@@ -46,7 +47,7 @@ def revision_predicate(params: EmbedParams, alias: str = "") -> str:
 def upgrade_schema(lake) -> None:
     """Tables written before vectors carried ``model_revision`` get it, as "unrecorded"."""
     if lake.exists(GOLD_EMBEDDINGS) and "model_revision" not in lake.read(GOLD_EMBEDDINGS).columns:
-        old = lake.read(GOLD_EMBEDDINGS).withColumn("model_revision", F.lit("unrecorded")).localCheckpoint()
+        old = local_checkpoint(lake.read(GOLD_EMBEDDINGS).withColumn("model_revision", F.lit("unrecorded")))
         lake.overwrite(GOLD_EMBEDDINGS, old, replace_schema=True)
 
 

@@ -66,6 +66,7 @@ from pipelines import incremental
 from pipelines.lake import ALL, Keys
 from pipelines.lake.files import TableFiles, Target
 from pipelines.kernels.filters import LANGUAGE, FilterParams, filter_batch, funnel
+from pipelines.session import local_checkpoint
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import SILVER_DOCUMENTS_CLEAN, SILVER_DOCUMENTS_DEDUP, SILVER_FILTER_DECISIONS
 
@@ -141,11 +142,11 @@ def _increment(lake, docs, cores: int):
 
     keys = docs.select("doc_id")
     decided = lake.read(SILVER_FILTER_DECISIONS).filter(F.col("filter") == LANGUAGE)
-    marks = (flags(keys, "i")
-             .unionByName(flags(decided, "d"))
-             .unionByName(flags(lake.read(SILVER_DOCUMENTS_CLEAN), "c"))
-             .groupBy("doc_id").agg(*(F.max(name).alias(name) for name in "idc"))   # one shuffle of keys
-             .localCheckpoint())   # used twice below: the three reads and the shuffle run once
+    marks = local_checkpoint(   # used twice below: the three reads and the shuffle run once
+        flags(keys, "i")
+        .unionByName(flags(decided, "d"))
+        .unionByName(flags(lake.read(SILVER_DOCUMENTS_CLEAN), "c"))
+        .groupBy("doc_id").agg(*(F.max(name).alias(name) for name in "idc")))   # one shuffle of keys
     leaving = marks.filter("(d AND NOT i) OR (c AND NOT (d AND i))").collect()
     gone = sorted(r.doc_id for r in leaving if r.d and not r.i)
     stale = sorted(r.doc_id for r in leaving if r.c)
