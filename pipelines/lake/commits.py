@@ -325,6 +325,19 @@ def writable(table_uri: str) -> bool:
     return protocol.min_writer_version <= 2 and not protocol.writer_features
 
 
+def plain_snapshot(table_uri: str) -> tuple[str, list[str]] | None:
+    """``(schema JSON, data file URIs)`` of the latest version of the table at ``table_uri`` when
+    a plain Parquet read of those files gives exactly its rows: reader version 1 (no deletion
+    vectors, no column mapping) and no partition columns (their values live in the log, not the
+    files). None otherwise, and when there is no table. The schema JSON is Delta's, which is
+    Spark's ``StructType`` JSON. One load of the log through deltalake (no data read)."""
+    if (table := _delta_table(table_uri)) is None:
+        return None
+    if table.protocol().min_reader_version > 1 or table.metadata().partition_columns:
+        return None
+    return table.schema().to_json(), list(table.file_uris())
+
+
 def _log_exists(root: str) -> bool:
     """Whether ``<root>/_delta_log`` holds anything (a folder deltalake does not take for a table)."""
     log = f"{root}/_delta_log"

@@ -26,6 +26,11 @@ each other's logs, checkpoints included, and both write checkpoints: every table
 engine owns is checkpointed as often as one the other owns (Spark at versions that are multiples
 of 10, delta-rs after every tenth commit).
 
+**Reads.** :meth:`Lake.read` gives Spark the Parquet files the log lists (read by deltalake)
+where those files hold the table's rows as they are (path mode where deltalake commits, reader
+version 1, unpartitioned), and uses Spark's Delta reader elsewhere; :meth:`Lake.rows` reads
+small tables on the driver without Spark where it can.
+
 **Lineage.** Every commit a :class:`Lake` makes carries :attr:`Lake.lineage` (run id, stage,
 config hash, input versions: :class:`~pipelines.lake.commits.Lineage`) as JSON in its commit
 info's ``userMetadata``: deltalake through its commit properties, Spark's DataFrame writes through
@@ -243,11 +248,25 @@ class Lake:
         return DeltaTable.isDeltaTable(self.spark, self.location(spec))
 
     def read(self, spec: TableSpec) -> DataFrame:
-        """The table, or an empty DataFrame with its schema when it does not exist yet."""
+        """The table, or an empty DataFrame with its schema when it does not exist yet.
+
+        Where deltalake reads the log (:meth:`_direct`: local disk, S3 with conditional PUTs) and
+        the table's files hold all of its rows as they are (:func:`commits.plain_snapshot`),
+        Spark reads the latest version's Parquet files by name with the log's schema. Spark's
+        Delta reader would replay the log in Spark jobs (the snapshot's state, then the file
+        listing) on each table's first read after a commit: a fixed cost of every read in every
+        stage, larger on object storage. The DataFrame reads the version current at this call;
+        Spark's Delta reader (catalog mode, other stores, tables with reader features or
+        partitions) reads the latest at each execution."""
         if not self.exists(spec):
             return self.spark.createDataFrame([], spec.schema)
         if self.cfg.mode == "catalog":
             return self.spark.read.table(self.location(spec))
+        direct = self._direct(spec)
+        if direct is not None and (snapshot := commits.plain_snapshot(direct)) is not None:
+            schema = StructType.fromJson(json.loads(snapshot[0]))
+            uris = [for_spark(u) for u in snapshot[1]]
+            return self.spark.read.schema(schema).parquet(*uris) if uris else self.spark.createDataFrame([], schema)
         return self.spark.read.format("delta").load(self.location(spec))
 
     def rows(self, spec: TableSpec, columns: Sequence[str], where: Rows | None = None, *,

@@ -141,8 +141,8 @@ def test_both_engines_read_each_others_logs_checkpoints_included(spark, tmp_path
                                                  datetime(2026, 1, 1, tzinfo=timezone.utc))])
         assert lakes[writer].written == {OPS_QUALITY.qualified_name: writer}
         lakes[writer].written.clear()
-        clear()
-        assert read_lake(spark, lake_config(root), "ops.quality").count() == version + 1
+        clear()   # Spark's Delta reader, from the newest checkpoint (Lake.read reads plain tables' files)
+        assert spark.read.format("delta").load(str(root / "ops" / "quality")).count() == version + 1
         assert DeltaTable(str(root / "ops" / "quality")).to_pyarrow_table().num_rows == version + 1
         if (log / "_last_checkpoint").exists():
             assert read_checksummed(log / "_last_checkpoint") == (log / "_last_checkpoint").read_bytes()
@@ -151,5 +151,56 @@ def test_both_engines_read_each_others_logs_checkpoints_included(spark, tmp_path
     history = [json.loads(line) for p in sorted(log.glob("*.json")) for line in p.read_text().splitlines()]
     engines = [h["commitInfo"].get("engineInfo", "") for h in history if "commitInfo" in h]
     assert engines[19].startswith("delta-rs") and engines[10].startswith("Apache-Spark") and engines[30].startswith("Apache")
-    observed = sorted(int(r.observed) for r in read_lake(spark, lake_config(root), "ops.quality").collect())
+    observed = sorted(int(r.observed) for r in spark.read.format("delta").load(str(root / "ops" / "quality")).collect())
     assert observed == list(range(31))
+
+
+def test_the_lake_reads_plain_tables_by_their_files_and_others_through_delta(spark, tmp_path):
+    """``Lake.read`` of a path-mode table on local disk. A table whose files hold its rows as they
+    are (reader version 1, unpartitioned) is read as the Parquet files its log lists: no Spark job
+    runs until an action, a removed file is not read, a column added later reads as null from
+    older files, and the rows and files are those of Spark's Delta reader. Once deletion vectors
+    are on (reader version 3) Spark's Delta reader reads it, and the rows a vector deletes stay
+    deleted."""
+    from datetime import datetime, timezone
+
+    from pipelines.lake import Lake
+    from pipelines.lake.commits import local_path
+    from schemas.catalog import OPS_QUALITY
+
+    lake = Lake(spark, lake_config(tmp_path / "lake").lake)
+    path = str(tmp_path / "lake" / "ops" / "quality")
+
+    def row(run_id):
+        return (run_id, "dedup", "silver.documents_dedup", "s", "e", None, True, None, datetime.now(timezone.utc))
+
+    def ids(df):
+        return sorted(r.run_id for r in df.collect())
+
+    def delta():
+        return spark.read.format("delta").load(path)
+
+    for run_id in ("r0", "r1", "r2"):
+        lake.append_rows(OPS_QUALITY, [row(run_id)])
+    lake.delete_rows(OPS_QUALITY, "run_id", ["r1"])
+    lake.append_rows(OPS_QUALITY, [row("r3"), row("r4")])   # one file, so deleting r4 leaves a vector
+    spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (extra STRING)")
+    sc = spark.sparkContext
+    sc.setJobGroup("lake-read", "Lake.read, no action")
+    try:
+        df = lake.read(OPS_QUALITY)
+        assert not sc.statusTracker().getJobIdsForGroup("lake-read")
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert ids(df) == ids(delta()) == ["r0", "r2", "r3", "r4"]
+    assert df.columns == delta().columns and df.columns[-1] == "extra"
+    assert [r.extra for r in df.collect()] == [None] * 4
+    assert sorted(map(local_path, df.inputFiles())) == sorted(map(local_path, delta().inputFiles()))
+
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE run_id = 'r4'")
+    assert DeltaTable(path).protocol().min_reader_version == 3
+    assert any("deletionVector" in line and '"add"' in line
+               for p in sorted((tmp_path / "lake" / "ops" / "quality" / "_delta_log").glob("*.json"))
+               for line in p.read_text().splitlines())
+    assert ids(lake.read(OPS_QUALITY)) == ids(delta()) == ["r0", "r2", "r3"]
