@@ -239,3 +239,51 @@ def test_after_the_worker_kills_keys_are_unique_and_every_referenced_file_exists
         assert files.uris, table
         for uri in files.uris:
             client.head_object(Bucket=BUCKET, Key=uri.split(f"{BUCKET}/", 1)[1])   # raises if missing
+
+
+CHECKPOINT_SCRIPT = '''
+import sys, time
+from pathlib import Path
+from pyspark.sql import SparkSession
+from pipelines.session import local_checkpoint
+
+spark = SparkSession.builder.getOrCreate()
+signals = Path(sys.argv[1])
+deadline = time.monotonic() + 120
+while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:
+    time.sleep(0.2)   # the driver and both executors, so the blocks spread over the two
+df = local_checkpoint(spark.range(0, 100000, numPartitions=4).selectExpr("id", "id % 7 AS k"))
+(signals / "checkpointed").write_text("")
+while not (signals / "killed").exists() and time.monotonic() < deadline:
+    time.sleep(0.1)
+print("RESULT", df.groupBy().sum("id").first()[0], df.count())
+'''
+
+
+def test_a_local_checkpoint_survives_a_lost_worker(cluster, cluster_lake, tmp_path):
+    """``pipelines.session.local_checkpoint`` on the cluster: after the worker holding part of a
+    checkpoint is SIGKILLed, jobs that read the checkpoint still give its rows (each block has a
+    second copy on the other executor); one copy would fail them with
+    CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND, as dedup failed before its checkpoints were replicated."""
+    from pipelines.servers import start_worker
+
+    script, log = tmp_path / "checkpoint_job.py", tmp_path / "checkpoint_job.log"
+    script.write_text(CHECKPOINT_SCRIPT)
+    cmd = [str(Path(sys.executable).parent / "crawlake-submit"), "--master", cluster.master_url,
+           "--conf", "spark.executor.memory=1g", str(script), str(tmp_path)]
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, env={**s3_env_of(cluster), "CI": "1"}, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: (tmp_path / "checkpointed").exists(), proc, log, "the checkpoint", timeout_s=300)
+        cluster.kill_worker(0)
+        (tmp_path / "killed").write_text("")
+        proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+        cluster.workers[0] = start_worker(cluster.master_url, cores=1, memory="2g",
+                                          work_dir=str(cluster.work_dir), env=cluster.env)
+    text = log.read_text()
+    assert proc.returncode == 0, text[-4000:]
+    assert f"RESULT {sum(range(100000))} 100000" in text
