@@ -258,15 +258,16 @@ class Lake:
         stage, larger on object storage. The DataFrame reads the version current at this call;
         Spark's Delta reader (catalog mode, other stores, tables with reader features or
         partitions) reads the latest at each execution."""
-        if not self.exists(spec):
-            return self.spark.createDataFrame([], spec.schema)
-        if self.cfg.mode == "catalog":
-            return self.spark.read.table(self.location(spec))
         direct = self._direct(spec)
+        # one load of the log for a plain table; None also when there is none, which exists() tells
         if direct is not None and (snapshot := commits.plain_snapshot(direct)) is not None:
             schema = StructType.fromJson(json.loads(snapshot[0]))
             uris = [for_spark(u) for u in snapshot[1]]
             return self.spark.read.schema(schema).parquet(*uris) if uris else self.spark.createDataFrame([], schema)
+        if not self.exists(spec):
+            return self.spark.createDataFrame([], spec.schema)
+        if self.cfg.mode == "catalog":
+            return self.spark.read.table(self.location(spec))
         return self.spark.read.format("delta").load(self.location(spec))
 
     def rows(self, spec: TableSpec, columns: Sequence[str], where: Rows | None = None, *,
