@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -78,27 +79,27 @@ def test_catalog_mode_tables_are_in_the_session_catalog(spark, lakes):
     assert not (Path(cfg.lake.root) / "_staging").exists() or not any((Path(cfg.lake.root) / "_staging").iterdir())
 
 
+def _quality_row(run_id: str) -> tuple:
+    """An ``ops.quality`` row of run ``run_id``."""
+    return (run_id, "dedup", "silver.documents_dedup", "s", "e", None, True, None, datetime.now(timezone.utc))
+
+
 @pytest.mark.parametrize("writer", ["deltalake", "catalog"])
 def test_the_version_diff_tells_appends_from_removals(spark, tmp_path, writer):
     """``Lake.removed_rows_since`` (what lets incremental dedup skip looking for documents that
     left bronze) on a log deltalake wrote and on one Spark wrote to a catalog table (found by its
     location): appends remove nothing, a delete removes rows, and an unknown starting version or
     a missing table says True (look)."""
-    from datetime import datetime, timezone
-
     from pipelines.lake import Lake
     from schemas.catalog import OPS_QUALITY
 
     lake = Lake(spark, lake_config(tmp_path, writer=writer).lake)   # a catalog schema named after tmp_path
     assert lake.removed_rows_since(OPS_QUALITY, 0)   # no table yet
 
-    def row(run_id):
-        return (run_id, "dedup", "silver.documents_dedup", "s", "e", None, True, None, datetime.now(timezone.utc))
-
-    lake.append_rows(OPS_QUALITY, [row("r1")])
+    lake.append_rows(OPS_QUALITY, [_quality_row("r1")])
     first = lake.version(OPS_QUALITY)
-    lake.append_rows(OPS_QUALITY, [row("r2")])
-    lake.append_rows(OPS_QUALITY, [row("r3")])
+    lake.append_rows(OPS_QUALITY, [_quality_row("r2")])
+    lake.append_rows(OPS_QUALITY, [_quality_row("r3")])
     assert lake.version(OPS_QUALITY) == first + 2
     assert not lake.removed_rows_since(OPS_QUALITY, first)
     assert not lake.removed_rows_since(OPS_QUALITY, first + 2)
@@ -115,8 +116,6 @@ def test_both_engines_read_each_others_logs_checkpoints_included(spark, tmp_path
     the newest checkpoint with its log cache cleared, and Hadoop's checksummed local file system
     reads ``_last_checkpoint`` (delta-rs rewrites it; a sidecar CRC left by Spark would fail every
     Spark read's checksum, which Delta retries with sleeps before listing the log)."""
-    from datetime import datetime, timezone
-
     from pipelines.lake import Lake
     from schemas.catalog import OPS_QUALITY
 
@@ -162,17 +161,12 @@ def test_the_lake_reads_plain_tables_by_their_files_and_others_through_delta(spa
     older files, and the rows and files are those of Spark's Delta reader. Once deletion vectors
     are on (reader version 3) Spark's Delta reader reads it, and the rows a vector deletes stay
     deleted."""
-    from datetime import datetime, timezone
-
     from pipelines.lake import Lake
     from pipelines.lake.commits import local_path
     from schemas.catalog import OPS_QUALITY
 
     lake = Lake(spark, lake_config(tmp_path / "lake").lake)
     path = str(tmp_path / "lake" / "ops" / "quality")
-
-    def row(run_id):
-        return (run_id, "dedup", "silver.documents_dedup", "s", "e", None, True, None, datetime.now(timezone.utc))
 
     def ids(df):
         return sorted(r.run_id for r in df.collect())
@@ -181,9 +175,9 @@ def test_the_lake_reads_plain_tables_by_their_files_and_others_through_delta(spa
         return spark.read.format("delta").load(path)
 
     for run_id in ("r0", "r1", "r2"):
-        lake.append_rows(OPS_QUALITY, [row(run_id)])
+        lake.append_rows(OPS_QUALITY, [_quality_row(run_id)])
     lake.delete_rows(OPS_QUALITY, "run_id", ["r1"])
-    lake.append_rows(OPS_QUALITY, [row("r3"), row("r4")])   # one file, so deleting r4 leaves a vector
+    lake.append_rows(OPS_QUALITY, [_quality_row("r3"), _quality_row("r4")])   # one file, so deleting r4 leaves a vector
     spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (extra STRING)")
     sc = spark.sparkContext
     sc.setJobGroup("lake-read", "Lake.read, no action")
