@@ -95,17 +95,14 @@ def plan(ctx: StageContext, stage: str, config_hash: str, outputs: Sequence[Tabl
     return Plan(False, None, config_hash)
 
 
-def removed_since_last_run(ctx: StageContext, stage: str, spec: TableSpec) -> bool:
-    """Whether rows left ``spec`` (an input of ``stage``) since the version of it that ``stage``'s
-    last successful run started from (``ops.runs.input_versions``), by a version diff of its log
-    (:meth:`pipelines.lake.Lake.removed_rows_since`: deletes, overwrites and replaces count, a
-    compaction does not); True when no such run recorded one. An incremental stage looks for its
-    documents that left the input only when this says so: an input that only gained rows since
-    has lost none. A run that died part way was not successful, so what it was retiring is still
-    after that version."""
+def last_input_version(ctx: StageContext, stage: str, spec: TableSpec) -> int | None:
+    """The version of ``spec`` (an input of ``stage``) that ``stage``'s last successful run
+    started from (``ops.runs.input_versions``; the run read that version or a later one), or None
+    when no such run recorded one. That run handled every row of that version, so what an
+    incremental run has left to do is in the rows committed after it
+    (:meth:`pipelines.lake.Lake.read` ``added_since``), unless something undid a decision since."""
     mine = [r for r in succeeded_runs(ctx) if r["stage"] == stage]
-    version = (mine[-1]["input_versions"] or {}).get(spec.qualified_name) if mine else None
-    return ctx.lake.removed_rows_since(spec, version)
+    return (mine[-1]["input_versions"] or {}).get(spec.qualified_name) if mine else None
 
 
 def rebuilt_since(runs: list[dict], stage: str, since) -> bool:

@@ -325,17 +325,34 @@ def writable(table_uri: str) -> bool:
     return protocol.min_writer_version <= 2 and not protocol.writer_features
 
 
-def plain_snapshot(table_uri: str) -> tuple[str, list[str]] | None:
+def plain_snapshot(table_uri: str, added_since: int | None = None) -> tuple[str, list[str]] | None:
     """``(schema JSON, data file URIs)`` of the latest version of the table at ``table_uri`` when
     a plain Parquet read of those files gives exactly its rows: reader version 1 (no deletion
     vectors, no column mapping) and no partition columns (their values live in the log, not the
     files). None otherwise, and when there is no table. The schema JSON is Delta's, which is
-    Spark's ``StructType`` JSON. One load of the log through deltalake (no data read)."""
+    Spark's ``StructType`` JSON. One load of the log through deltalake (no data read).
+
+    ``added_since``: a version; only the files that version did not hold (a version diff of the
+    two snapshots' file lists, a second load of the log). They hold every row committed after it,
+    and the other rows of any file rewritten since (a delete, a compaction): a superset of what
+    was added. Every file when the log cannot give that version (later than the latest, or its
+    commits cleaned up after a checkpoint)."""
     if (table := _delta_table(table_uri)) is None:
         return None
     if table.protocol().min_reader_version > 1 or table.metadata().partition_columns:
         return None
-    return table.schema().to_json(), list(table.file_uris())
+    files = list(table.file_uris())
+    if added_since is not None and 0 <= added_since <= table.version():
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError
+
+        root = _root(table_uri)
+        try:
+            before = set(DeltaTable(root, version=added_since, storage_options=storage_options(root)).file_uris())
+        except DeltaError:   # that version's commits are gone: every file
+            before = set()
+        files = [f for f in files if f not in before]
+    return table.schema().to_json(), files
 
 
 def _log_exists(root: str) -> bool:

@@ -247,8 +247,14 @@ class Lake:
             return commits.table_version(direct) is not None   # the log's listing; no Spark job
         return DeltaTable.isDeltaTable(self.spark, self.location(spec))
 
-    def read(self, spec: TableSpec) -> DataFrame:
+    def read(self, spec: TableSpec, *, added_since: int | None = None) -> DataFrame:
         """The table, or an empty DataFrame with its schema when it does not exist yet.
+
+        ``added_since``: a Delta version; at least the rows committed after it, for a stage that
+        looks for its new input since its last run (and drops what it already decided). On a plain
+        table where deltalake reads the log, the rows of the files that version did not hold (a
+        version diff: :func:`commits.plain_snapshot`); elsewhere, and when the log no longer holds
+        that version, the whole table.
 
         Where deltalake reads the log (:meth:`_direct`: local disk, S3 with conditional PUTs) and
         the table's files hold all of its rows as they are (:func:`commits.plain_snapshot`),
@@ -260,7 +266,7 @@ class Lake:
         partitions) reads the latest at each execution."""
         direct = self._direct(spec)
         # one load of the log for a plain table; None also when there is none, which exists() tells
-        if direct is not None and (snapshot := commits.plain_snapshot(direct)) is not None:
+        if direct is not None and (snapshot := commits.plain_snapshot(direct, added_since)) is not None:
             schema = StructType.fromJson(json.loads(snapshot[0]))
             uris = [for_spark(u) for u in snapshot[1]]
             return self.spark.read.schema(schema).parquet(*uris) if uris else self.spark.createDataFrame([], schema)

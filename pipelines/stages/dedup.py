@@ -1,7 +1,9 @@
 """dedup: ``bronze.documents`` → ``silver.documents_dedup`` + ``silver.duplicate_clusters``.
 
 Incremental: each run decides only on the bronze documents no earlier run decided on (those in
-neither ``silver.documents_dedup`` nor removed in ``silver.duplicate_clusters``), and matches them
+neither ``silver.documents_dedup`` nor removed in ``silver.duplicate_clusters``), looked for in
+the files bronze gained since dedup's last successful run (a version diff of its log; all of
+bronze when rows left it since, see below), and matches them
 against everything already kept through ``silver.dedup_index``, which holds each kept document's
 normalized-text hash, MinHash signature and LSH band hashes. Old documents are never re-hashed.
 
@@ -56,7 +58,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import DoubleType, StringType
 
 from pipelines import incremental
-from pipelines.incremental import removed_since_last_run
+from pipelines.incremental import last_input_version
 from pipelines.config import DedupConfig
 from pipelines.kernels import graph
 from pipelines.kernels.minhash import (
@@ -180,9 +182,10 @@ def _full_because(ctx: StageContext, params: str) -> str | None:
     return "ingest rebuilt in full" if mine and incremental.rebuilt_since(runs, "ingest", mine[-1]) else None
 
 
-def _new_documents(lake: Lake, incremental: bool) -> DataFrame:
-    """Bronze documents no earlier run decided on (all of them for a full run)."""
-    bronze = lake.read(BRONZE_DOCUMENTS)
+def _new_documents(lake: Lake, incremental: bool, since: int | None) -> DataFrame:
+    """Bronze documents no earlier run decided on (all of them for a full run), looked for among
+    the rows committed to bronze after version ``since`` (None: all of bronze)."""
+    bronze = lake.read(BRONZE_DOCUMENTS, added_since=since)
     if not incremental:
         return bronze
     decided = (lake.read(SILVER_DOCUMENTS_DEDUP).select("doc_id")
@@ -373,9 +376,15 @@ def run(ctx: StageContext) -> StageResult:
     keep_cols = [c for c in dict.fromkeys(item.split()[0] for item in cfg.keep) if c != "doc_id"]
 
     # only when bronze's log shows removed rows since this stage's last run (a version diff)
-    removed = _retire_removed(lake) if incremental and removed_since_last_run(ctx, "dedup", BRONZE_DOCUMENTS) else 0
+    since = last_input_version(ctx, "dedup", BRONZE_DOCUMENTS) if incremental else None
+    retire = incremental and lake.removed_rows_since(BRONZE_DOCUMENTS, since)
+    removed = _retire_removed(lake) if retire else 0
+    # The undecided documents are in what bronze gained since this stage's last run, unless rows
+    # left it since: members of clusters dissolved for them (now, or by a run that died after
+    # that) are in older files, so all of bronze is looked at then.
+    since = None if retire else since
     # Checkpointed, not cached: recomputing it after this run's writes would find nothing new.
-    new = local_checkpoint(_new_documents(lake, incremental).withColumn("text_hash", _text_hash("text")))
+    new = local_checkpoint(_new_documents(lake, incremental, since).withColumn("text_hash", _text_hash("text")))
     rows_in = new.count()
     if incremental and rows_in == 0:
         return _result(None, 0, 0, 0, bands, rows, cfg, 0, 0, removed)

@@ -23,7 +23,9 @@ the same ``doc_id`` comes from a re-ingest with other ingest settings, which ing
 full rebuild: this stage then rebuilds in full too, ``upstream=("ingest",)``.) Each table is published with
 :class:`~pipelines.lake.Keys`: in one commit the new documents' rows are added and the rows of
 documents that left are removed. The run costs the kernel over the new documents only, plus
-reading those keys and the new documents' rows.
+reading those keys and the rows of the input's files added since this stage's last successful run
+(a version diff of its log, :meth:`pipelines.lake.Lake.read` ``added_since``), where every
+undecided document is: that run decided every document of the version it started from.
 
 **Full rebuild.** On the first run, with ``crawlake run --full [filter]``, when the ``filter``
 config section (preset, thresholds, languages, lists — and the content of the blocklist and
@@ -96,7 +98,8 @@ def run(ctx: StageContext) -> StageResult:
             # fewer input files than cores (a small lake): a shuffle costs far less than an idle core
             docs = docs.repartition(cores)
     else:
-        docs, replace, removed = _increment(lake, docs, cores)
+        since = incremental.last_input_version(ctx, "filter", SILVER_DOCUMENTS_DEDUP)
+        docs, replace, removed = _increment(lake, docs, lake.read(SILVER_DOCUMENTS_DEDUP, added_since=since), cores)
     with ctx.staging(OUTPUTS) as staging:
         task = partial(_filter_to_files, params=params, targets=staging.targets)
         details = [json.loads(r.detail) for r in docs.mapInArrow(task, "detail string").collect()]
@@ -130,9 +133,11 @@ def run(ctx: StageContext) -> StageResult:
     return StageResult(rows_in=rows_in, rows_out=rows_out, notes=notes)
 
 
-def _increment(lake, docs, cores: int):
+def _increment(lake, docs, added, cores: int):
     """What an incremental run does: ``(documents to decide, {kind: Keys}, {table: documents
-    removed})``. Reads the ``doc_id`` keys of the input, the clean rows and the decisions'
+    removed})``. ``added``: the input's rows committed since this stage's last run (a superset),
+    where the undecided documents are; only they are read beyond their keys. Reads the ``doc_id``
+    keys of the input, the clean rows and the decisions'
     :data:`~pipelines.kernels.filters.presets.LANGUAGE` rows (one per decided document);
     collects to the driver only the keys that leave an output: decided documents no longer in the input, and clean rows
     not both decided and in the input (of documents that left, or left behind by a run that died
@@ -150,7 +155,7 @@ def _increment(lake, docs, cores: int):
     leaving = marks.filter("(d AND NOT i) OR (c AND NOT (d AND i))").collect()
     gone = sorted(r.doc_id for r in leaving if r.d and not r.i)
     stale = sorted(r.doc_id for r in leaving if r.c)
-    todo = docs.join(marks.filter("i AND NOT d").select("doc_id"), "doc_id", "left_semi").repartition(cores)
+    todo = added.join(marks.filter("i AND NOT d").select("doc_id"), "doc_id", "left_semi").repartition(cores)
     replace = {"clean": Keys("doc_id", tuple(stale)), "decisions": Keys("doc_id", tuple(gone))}
     removed = {SILVER_DOCUMENTS_CLEAN.qualified_name: sum(1 for r in leaving if r.c and not r.i),
                SILVER_FILTER_DECISIONS.qualified_name: len(gone)}

@@ -19,7 +19,8 @@ packs every document and replaces both tables (``replace=ALL``). The notes carry
 
 **Incremental.** The packed documents are the ``doc_ids`` of ``gold.token_sequences`` (not
 ``gold.document_tokens``, whose rows ``crawlake forget`` deletes first). New documents (in
-``silver.documents_clean``, not packed) are packed as above into new sequences appended to their
+``silver.documents_clean``, not packed; looked for in the files it gained since this stage's last
+successful run, a version diff of its log) are packed as above into new sequences appended to their
 group: ``seq_index`` goes on after the group's greatest one; existing rows are not touched by
 additions, so a group's last row before the run may stay partly filled. Removed documents (packed,
 no longer clean; looked for only when ``silver.documents_clean``'s log shows removed rows since
@@ -77,8 +78,10 @@ def run(ctx: StageContext) -> StageResult:
     first_index: dict[int, int] = {}
     gone: list = []
     if not plan.full:
-        look = incremental.removed_since_last_run(ctx, "tokenize", SILVER_DOCUMENTS_CLEAN)
-        docs, gone, first_index = _increment(lake, docs, look)
+        since = incremental.last_input_version(ctx, "tokenize", SILVER_DOCUMENTS_CLEAN)
+        look = lake.removed_rows_since(SILVER_DOCUMENTS_CLEAN, since)
+        added = lake.read(SILVER_DOCUMENTS_CLEAN, added_since=since)
+        docs, gone, first_index = _increment(lake, docs, added, look)
     grouped = (docs.select("doc_id", "text")
                .withColumn("pack_group", F.pmod(F.xxhash64("doc_id"), F.lit(cfg.pack_groups)).cast("int"))
                .repartition(cfg.pack_groups, "pack_group")
@@ -115,9 +118,11 @@ def run(ctx: StageContext) -> StageResult:
     )
 
 
-def _increment(lake, docs, look_for_removed: bool):
+def _increment(lake, docs, added, look_for_removed: bool):
     """What an incremental run does: ``(new documents, [(doc_id, pack_group)] of the removed
-    ones, {pack_group: seq_index of its next new sequence})``. The packed documents are read from
+    ones, {pack_group: seq_index of its next new sequence})``. ``added``: the input's rows
+    committed since this stage's last successful run (a superset), where the new documents are:
+    that run packed every document of the version it started from. The packed documents are read from
     the sequences' ``doc_ids`` (``crawlake forget`` deletes ``gold.document_tokens`` rows before
     this stage runs); collects to the driver only the removed documents and one row per group.
     Removed documents are looked for only when ``look_for_removed`` (rows left
@@ -126,7 +131,7 @@ def _increment(lake, docs, look_for_removed: bool):
     packed = seqs.select("pack_group", F.explode("doc_ids").alias("doc_id"))
     keys = docs.select("doc_id")
     gone = packed.join(keys, "doc_id", "left_anti").collect() if look_for_removed else []
-    new = docs.join(packed.select("doc_id"), "doc_id", "left_anti")
+    new = added.join(packed.select("doc_id"), "doc_id", "left_anti")
     # after the group's greatest index before this run, so this run's deletions free no index for it
     last = seqs.groupBy("pack_group").agg(F.max("seq_index").alias("last")).collect()
     first_index = {r.pack_group: r.last + 1 for r in last}

@@ -301,3 +301,43 @@ def test_documents_that_left_bronze_leave_dedup_and_their_clusters_are_decided_a
     assert clusters == {a2: (a2, 2, True), a3: (a2, 2, False), b1: (b1, 2, True), b2: (b1, 2, False)}
     run_pipeline(lake_config(tmp_path), stages=("dedup",), full=("dedup",))
     assert tables() == after
+
+
+def test_a_run_that_died_after_dissolving_clusters_is_finished_by_the_next(spark, tmp_path):
+    """A run that retired the documents that left bronze and dissolved their clusters, then died,
+    leaves the other members undecided in bronze files older than the last successful run's
+    version. The next run looks at all of bronze (rows left it since that version), not only at
+    the files added since, and decides them as a full run would."""
+    from pipelines.runner import run_pipeline
+    from pipelines.sample import SAMPLE_PAGES
+    from pipelines.lake import Lake
+    from pipelines.stages.dedup import _retire_removed
+
+    first, second = [p.text for p in SAMPLE_PAGES if p.kind == "article"][:2]
+    template = {"warc_type": "response", "source_file": "test", "warc_filename": "test", "record_offset": 0,
+                "payload_bytes": 1}
+    day = lambda d: dt.datetime(2020, 1, d)  # noqa: E731
+    lake = Lake(spark, lake_config(tmp_path).lake)
+    # two commits, so that the documents that leave are in a file of their own
+    _write_bronze(spark, lake, [_bronze_row(template, "a1", first, day(1)), _bronze_row(template, "b3", second, day(3))])
+    _write_bronze(spark, lake, [_bronze_row(template, "a2", first, day(2)), _bronze_row(template, "a3", first, day(3)),
+                                _bronze_row(template, "b1", second, day(1)), _bronze_row(template, "b2", second, day(2))])
+    a1, a2, a3, b1, b2, b3 = (_doc_id(x) for x in ("a1", "a2", "a3", "b1", "b2", "b3"))
+
+    def tables():
+        return {spec.name: {k: tuple(v[c] for c in v.__fields__ if c not in ("params",))
+                            for k, v in _rows(spark, tmp_path, spec, spec.keys).items()}
+                for spec in (SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS, SILVER_DEDUP_INDEX)}
+
+    run_pipeline(lake_config(tmp_path), stages=("dedup",))
+    assert {k[0] for k in tables()["documents_dedup"]} == {a1, b1}
+    lake.delete_rows(BRONZE_DOCUMENTS, "doc_id", [a1, b3])
+    assert _retire_removed(lake) == 2   # what the run that died did before it died
+    assert {k[0] for k in tables()["duplicate_clusters"]} == set()   # both clusters dissolved
+    (run,) = run_pipeline(lake_config(tmp_path), stages=("dedup",))
+    notes = run.result.notes
+    assert (notes["mode"], notes["new_documents"]) == ("incremental", 3)   # a2 a3 b2
+    after = tables()
+    assert {k[0] for k in after["documents_dedup"]} == {a2, b1}
+    run_pipeline(lake_config(tmp_path), stages=("dedup",), full=("dedup",))
+    assert tables() == after
