@@ -2,8 +2,9 @@
 
 Documents are spread over ``tokenize.pack_groups`` groups by a hash of their doc_id (xxhash64,
 stable across Spark versions), sorted by doc_id inside each group and packed there by
-:func:`pipelines.kernels.tokens.pack_batches` (one Spark task per group), so no data passes
-through the driver. Each task also derives its documents' ``gold.document_tokens`` rows from the
+:func:`pipelines.kernels.tokens.pack_batches` (whole groups per Spark task: as many tasks as
+groups, or as cores when there are fewer, by a range of groups), so no data passes through the
+driver. Which task packs a group changes no row: each group is packed on its own. Each task also derives its documents' ``gold.document_tokens`` rows from the
 sequences it packed (:func:`document_rows`), so every document is tokenized once. The tasks stage
 both tables' Parquet files and the lake publishes each table's in one commit (:mod:`pipelines.lake`).
 
@@ -84,7 +85,7 @@ def run(ctx: StageContext) -> StageResult:
         docs, gone, first_index = _increment(lake, docs, added, look)
     grouped = (docs.select("doc_id", "text")
                .withColumn("pack_group", F.pmod(F.xxhash64("doc_id"), F.lit(cfg.pack_groups)).cast("int"))
-               .repartition(cfg.pack_groups, "pack_group")
+               .repartitionByRange(min(cfg.pack_groups, ctx.spark.sparkContext.defaultParallelism), "pack_group")
                .sortWithinPartitions("pack_group", "doc_id"))
     with ctx.staging(OUTPUTS) as staging:
         task = partial(_pack_to_files, params=params, targets=staging.targets, first_index=first_index)
