@@ -4,9 +4,10 @@ Documents are spread over ``tokenize.pack_groups`` groups by a hash of their doc
 stable across Spark versions), sorted by doc_id inside each group and packed there by
 :func:`pipelines.kernels.tokens.pack_batches` (whole groups per Spark task: as many tasks as
 groups, or as cores when there are fewer, by a range of groups), so no data passes through the
-driver. Which task packs a group changes no row: each group is packed on its own. Each task also derives its documents' ``gold.document_tokens`` rows from the
-sequences it packed (:func:`document_rows`), so every document is tokenized once. The tasks stage
-both tables' Parquet files and the lake publishes each table's in one commit (:mod:`pipelines.lake`).
+driver. Which task packs a group changes no row: each group is packed on its own. Each task also
+derives its documents' ``gold.document_tokens`` rows from the sequences it packed
+(:func:`document_rows`), so every document is tokenized once. The tasks stage both tables'
+Parquet files and the lake publishes each table's in one commit (:mod:`pipelines.lake`).
 
 Conservation (checked by the tests on real data, after every run): ``sum(token_sequences.num_tokens)
 == sum(document_tokens.num_tokens) + count(document_tokens)`` (one separator after each document),
