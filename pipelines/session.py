@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark import SparkConf, StorageLevel
@@ -191,3 +192,20 @@ def local_checkpoint(df: DataFrame) -> DataFrame:
     local = df.sparkSession.sparkContext.master.startswith("local")
     return df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK if local
                               else StorageLevel.MEMORY_AND_DISK_2)
+
+
+def broadcast_if_fits(spark: SparkSession, size_bytes: int) -> Callable[[DataFrame], DataFrame]:
+    """A join hint for the small side of a join whose size the caller knows and Spark does not:
+    ``pyspark.sql.functions.broadcast`` when ``size_bytes`` (an estimate, bytes) is within
+    ``spark.sql.autoBroadcastJoinThreshold`` (what Spark itself would broadcast; -1 turns
+    broadcasts off), else the identity. Spark sizes a checkpoint or a join's output by its
+    estimates before it runs, so a few thousand keys derived from a large table look large to it,
+    and it shuffles the other, truly large side to meet them; broadcast, that side is read where
+    it lies."""
+    from pyspark.sql import functions as F
+
+    value = spark.conf.get("spark.sql.autoBroadcastJoinThreshold").strip()
+    if value.startswith("-"):   # broadcasts off (Spark's own parser takes the sign off first, too)
+        return lambda df: df
+    limit = spark._jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(value)
+    return F.broadcast if 0 <= size_bytes <= limit else (lambda df: df)

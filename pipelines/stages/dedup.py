@@ -69,11 +69,13 @@ from pipelines.kernels.minhash import (
     signature_batch,
     text_hashes,
 )
-from pipelines.session import local_checkpoint
+from pipelines.session import broadcast_if_fits, local_checkpoint
 from pipelines.stage import StageContext, StageResult
 from pipelines.lake import ALL, Keys, Lake
 from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DEDUP_INDEX, SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS
 
+#: Bytes of one band key row (band, band hash) as Spark holds it, rounded up: sizes a broadcast.
+BAND_KEY_BYTES = 32
 #: The outputs, by the kind their staged files are published as.
 OUTPUTS = {"index": SILVER_DEDUP_INDEX, "clusters": SILVER_DUPLICATE_CLUSTERS, "documents": SILVER_DOCUMENTS_DEDUP}
 
@@ -258,11 +260,12 @@ def _clusters(members: DataFrame, component: str, method: str, order: list[Colum
 
 
 def _exact_clusters(new: DataFrame, old: DataFrame, old_docs: DataFrame, keep_cols: list[str],
-                    order: list[Column]) -> DataFrame:
-    """Exact-duplicate cluster rows: new documents grouped by text hash with kept ones."""
+                    order: list[Column], hint) -> DataFrame:
+    """Exact-duplicate cluster rows: new documents grouped by text hash with kept ones.
+    ``hint``: applied to the new documents' keys joined with the kept ones' (a broadcast hint)."""
     # Kept documents have distinct text hashes (each run removes exact copies), so at most one
     # old member per group.
-    old_hits = (old.select("doc_id", "text_hash").join(new.select("text_hash"), "text_hash", "left_semi")
+    old_hits = (old.select("doc_id", "text_hash").join(hint(new.select("text_hash")), "text_hash", "left_semi")
                 .join(old_docs.select("doc_id", *keep_cols), "doc_id", "left"))
     columns = ["text_hash", *keep_cols]
     members = _members(new, columns, False).unionByName(_members(old_hits, columns, True))
@@ -279,9 +282,10 @@ def _signatures(ctx: StageContext, docs: DataFrame, cfg: DedupConfig, bands: int
 
 
 def _near_clusters(survivors: DataFrame, signatures: DataFrame, old: DataFrame, old_docs: DataFrame,
-                   keep_cols: list[str], order: list[Column], cfg: DedupConfig) -> DataFrame:
-    """Near-duplicate cluster rows (with ``jaccard``) of the new exact survivors and kept documents."""
-    edges = _candidate_edges(signatures, old)
+                   keep_cols: list[str], order: list[Column], cfg: DedupConfig, hint) -> DataFrame:
+    """Near-duplicate cluster rows (with ``jaccard``) of the new exact survivors and kept documents.
+    ``hint``: as for :func:`_exact_clusters`."""
+    edges = _candidate_edges(signatures, old, hint)
     if cfg.verify:
         texts = survivors.select("doc_id", "text").unionByName(old_docs.select("doc_id", "text"))
         edges = _verified(edges, texts, cfg)
@@ -293,13 +297,13 @@ def _near_clusters(survivors: DataFrame, signatures: DataFrame, old: DataFrame, 
     return _with_jaccard(rows, signatures.select("doc_id", "signature").unionByName(old.select("doc_id", "signature")))
 
 
-def _candidate_edges(signatures: DataFrame, old: DataFrame) -> DataFrame:
+def _candidate_edges(signatures: DataFrame, old: DataFrame, hint) -> DataFrame:
     """``(src, dst)`` LSH candidate edges among new documents and from new to kept ones."""
     def band_rows(df):
         return df.select("doc_id", F.posexplode("band_hashes").alias("band", "band_hash"))
 
     new_bands = band_rows(signatures)
-    old_bands = band_rows(old).join(new_bands.select("band", "band_hash"), ["band", "band_hash"], "left_semi")
+    old_bands = band_rows(old).join(hint(new_bands.select("band", "band_hash")), ["band", "band_hash"], "left_semi")
     # Star edges: each bucket member links to the bucket's smallest doc_id. A window minimum (which
     # Spark sorts and spills) instead of collecting members, so a huge bucket never sits in memory
     # and no bucket's pairs are materialized.
@@ -389,19 +393,23 @@ def run(ctx: StageContext) -> StageResult:
     if incremental and rows_in == 0:
         return _result(None, 0, 0, 0, bands, rows, cfg, 0, 0, removed)
 
+    # The new documents' keys (doc_ids, text hashes, band keys: at most rows_in x bands) joined
+    # with the kept documents' go to every task when they fit Spark's broadcast threshold: the
+    # index is then read where it lies instead of shuffled to meet them, in every join below.
+    hint = broadcast_if_fits(ctx.spark, rows_in * bands * BAND_KEY_BYTES)
     # Kept documents of earlier runs (none for a full run). A new document is never its own old
     # copy (a run that died after writing the index is redone).
     old = (lake.read(SILVER_DEDUP_INDEX) if incremental else _empty(lake, SILVER_DEDUP_INDEX))
-    old = old.join(new.select("doc_id"), "doc_id", "left_anti")
+    old = old.join(hint(new.select("doc_id")), "doc_id", "left_anti")
     old_docs = lake.read(SILVER_DOCUMENTS_DEDUP) if incremental else _empty(lake, SILVER_DOCUMENTS_DEDUP)
 
     # 1. Exact, among the new documents and against the kept ones.
-    exact_rows = local_checkpoint(_exact_clusters(new, old, old_docs, keep_cols, order))
+    exact_rows = local_checkpoint(_exact_clusters(new, old, old_docs, keep_cols, order, hint))
     survivors = new.join(exact_rows.filter(~F.col("kept")).select("doc_id"), "doc_id", "left_anti")
 
     # 2. Near, on the exact survivors: only they are hashed; kept documents' hashes come from the index.
     signatures, hashed = _signatures(ctx, survivors, cfg, bands, rows)
-    near_rows = local_checkpoint(_near_clusters(survivors, signatures, old, old_docs, keep_cols, order, cfg))
+    near_rows = local_checkpoint(_near_clusters(survivors, signatures, old, old_docs, keep_cols, order, cfg, hint))
 
     # 3. Publish: the new kept documents, their index rows and this run's cluster rows.
     clusters = exact_rows.unionByName(near_rows)

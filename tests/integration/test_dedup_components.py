@@ -16,3 +16,27 @@ def test_driver_and_spark_components_agree(spark):
     assert on_driver == want
     assert on_spark == want
     assert connected_components(df.limit(0), 50, driver_max_edges=10_000).count() == 0
+
+
+def test_a_join_side_is_broadcast_only_when_it_fits_sparks_threshold(spark):
+    """``broadcast_if_fits``: a side of known size within ``spark.sql.autoBroadcastJoinThreshold``
+    is hinted (the large side is then not shuffled); a larger one, or any with broadcasts off
+    (-1), is left to Spark's planner."""
+    from pipelines.session import broadcast_if_fits
+
+    large = spark.range(0, 1000).withColumnRenamed("id", "k")
+    # from an RDD, so that Spark cannot size it (as with a checkpoint): never broadcast unhinted
+    keys = spark.createDataFrame(spark.sparkContext.parallelize([(i,) for i in range(10)]), "k long")
+
+    def plan(hint) -> str:
+        return large.join(hint(keys), "k", "left_semi")._jdf.queryExecution().executedPlan().toString()
+
+    before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    try:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "1k")
+        assert "BroadcastHashJoin" in plan(broadcast_if_fits(spark, 1024))
+        assert "BroadcastHashJoin" not in plan(broadcast_if_fits(spark, 1025))
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+        assert "BroadcastHashJoin" not in plan(broadcast_if_fits(spark, 0))
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", before)
