@@ -62,8 +62,8 @@ class TableSpec:
       :meth:`pipelines.lake.Staging.stage`) or rows from the driver, and the lake commits them
       with ``deltalake`` where the lake allows (a path-mode lake on local disk, or on S3 with
       conditional PUTs), else with Spark's Delta writer;
-    * ``"spark"``: the table is written by Spark's Delta writer from DataFrames (the index
-      manifest, the click vocabulary and features).
+    * ``"spark"``: the table is written by Spark's Delta writer from DataFrames (the click
+      vocabulary and features).
 
     ``expectations``: the table's Great Expectations suite as data (:mod:`schemas.expectations`);
     :mod:`pipelines.quality` builds and runs it (suite name :attr:`suite_name`). Every table has
@@ -419,7 +419,7 @@ GOLD_INDEX_MANIFEST = TableSpec(
     ),
     keys=("model", "model_revision", "shard"),
     description="One row per FAISS index shard of gold.embeddings.",
-    engine="spark",
+    engine="auto",
     expectations=(
         *not_null("model", "model_revision", "shard", "path", "index_type", "rows", "dim", "fingerprint",
                   "ef_search", "nprobe", "refine_k_factor", "tuned_recall", "embeddings_version", "built_at",

@@ -121,10 +121,12 @@ def properties(spec: TableSpec) -> dict[str, str]:
 @dataclass(frozen=True)
 class Rows:
     """Which rows a publish replaces: those whose ``column`` is in ``values`` (within the partitions
-    ``partitions`` ``{column: [values, None for null]}``, when given, so that both engines prune)."""
+    ``partitions`` ``{column: [values, None for null]}``, when given, so that both engines prune)
+    and, when given, whose columns equal ``where``'s values (data columns, non-null values)."""
     column: str
     values: tuple
     partitions: Mapping[str, Sequence] | None = None
+    where: Mapping[str, object] | None = None
 
     def predicate(self) -> str:
         """As a Spark SQL predicate."""
@@ -135,6 +137,7 @@ class Rows:
                 [f"`{column}` IS NULL"] if None in values else [])
             parts.append("(" + " OR ".join(alternatives or ["false"]) + ")")
         parts.append(f"`{self.column}` IN ({', '.join(_literal(v) for v in self.values)})" if self.values else "false")
+        parts += [f"`{column}` = {_literal(value)}" for column, value in (self.where or {}).items()]
         return " AND ".join(parts)
 
     def expression(self) -> "pds.Expression":
@@ -144,6 +147,8 @@ class Rows:
             known = [v for v in values if v is not None]
             part = pds.field(column).isin(known) if known else pds.scalar(False)
             expr &= (part | pds.field(column).is_null()) if None in values else part
+        for column, value in (self.where or {}).items():
+            expr &= pds.field(column) == value
         return expr
 
 
@@ -374,7 +379,7 @@ class Lake:
                 removes = commits.files_in(root).to_pylist()
             elif isinstance(replace, Rows):
                 removes, rewritten = commits.retire_rows(root, replace.column, list(replace.values), replace.partitions,
-                                                         self.stats_columns(spec))
+                                                         self.stats_columns(spec), where=replace.where)
             try:
                 done = commits.commit(root, delta_schema_json(spec), spec.partition_by, [*files, *rewritten], removes,
                                       txn=txn, configuration=properties(spec), operation=operation,

@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from pipelines import incremental, quality
 from pipelines.config import Config, IndexConfig
 from pipelines.kernels.embed import EmbedParams
+from pipelines.lake import Rows
 from pipelines.stage import StageContext, StageResult
 from pipelines.stages.embed import revision_predicate
 from schemas.catalog import GOLD_EMBEDDINGS, GOLD_INDEX_MANIFEST
@@ -160,8 +161,9 @@ def run(ctx: StageContext) -> StageResult:
             .collect())
     fingerprints = {r.shard: hashlib.sha256(f"{settings}:{r.n}:{r.h}".encode()).hexdigest()[:16] for r in sums}
 
-    manifest = lake.read(GOLD_INDEX_MANIFEST).filter(mine)
-    old = {r.shard: r.asDict() for r in manifest.collect()}
+    # this revision's manifest rows: one per shard, read and replaced on the driver
+    revision = Rows("model_revision", (emb_params.model_revision,), where={"model": emb_params.model_label})
+    old = {r["shard"]: r for r in lake.rows(GOLD_INDEX_MANIFEST, GOLD_INDEX_MANIFEST.columns, revision)}
 
     def exists(path: str) -> bool:
         fs, p = fsspec.core.url_to_fs(path)
@@ -199,7 +201,7 @@ def run(ctx: StageContext) -> StageResult:
     entries = [{**e, "path": manifest_path(root, e["path"])} for e in entries]
     audited = quality.gate(ctx, ctx.stage, GOLD_INDEX_MANIFEST, GOLD_INDEX_MANIFEST.suite_name, quality.validate_arrow(
         pa.Table.from_pylist(entries, schema=GOLD_INDEX_MANIFEST.nullable_arrow), GOLD_INDEX_MANIFEST), record=False)
-    lake.replace_where(GOLD_INDEX_MANIFEST, ctx.spark.createDataFrame(entries, GOLD_INDEX_MANIFEST.schema), mine)
+    lake.replace_rows(GOLD_INDEX_MANIFEST, [tuple(e[c] for c in GOLD_INDEX_MANIFEST.columns) for e in entries], revision)
     quality.record_results(ctx, audited)
     _remove_unlisted(directory, {shard_uri(root, e["path"]) for e in entries})
     return StageResult(

@@ -202,6 +202,16 @@ def test_another_model_revision_writes_alongside(spark, lake, tmp_path):
     emb = read_table(spark, root, "gold.embeddings")
     per_model = {(r.model, r.model_revision): r["count"] for r in emb.groupBy("model", "model_revision").count().collect()}
     assert len(per_model) == 2 and len(set(per_model.values())) == 1, per_model
+    # each revision gets its own index: one's manifest rows are replaced without touching the other's
+    first = lake_config(root, "embed.device=cpu")
+    for c in (first, cfg2, first):
+        run_pipeline(c, stages=("index",))
+    manifest = read_table(spark, root, "gold.index_manifest").collect()
+    shards = {}
+    for r in manifest:
+        shards.setdefault((r.model, r.model_revision), []).append(r.shard)
+    assert shards.keys() == per_model.keys(), shards
+    assert all(sorted(v) == list(range(first.index.shards)) for v in shards.values()), shards
 
 
 @pytest.mark.parametrize("writer,cluster", [("deltalake", "local"), ("spark", "scheduler")])

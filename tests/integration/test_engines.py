@@ -66,7 +66,7 @@ def test_the_engine_is_recorded_per_table(spark, lakes):
         expected = "deltalake" if writer == "deltalake" else "spark"
         assert {t: ingest[t] for t in task_tables} == dict.fromkeys(task_tables, expected), writer
         assert runs["dedup"].result.writers["silver.documents_dedup"] == expected   # staged by Spark's tasks
-        assert runs["index"].result.writers["gold.index_manifest"] == "spark"   # a DataFrame-written table
+        assert runs["index"].result.writers["gold.index_manifest"] == expected   # rows from the driver
         ledger = {r.stage: r.writers for r in read_lake(spark, cfg, "ops.runs").collect()}
         assert ledger["ingest"]["bronze.documents"] == expected and ledger["clicks_ingest"]["bronze.clicks"] == expected
 

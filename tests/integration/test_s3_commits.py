@@ -109,7 +109,7 @@ def test_the_s3_commit_mechanism_picks_the_writer(spark, bucket):
     for mode, staged in (("conditional_put", "deltalake"), ("single_driver", "spark")):
         lake = Lake(spark, LakeConfig(root=f"s3://{BUCKET}/pick", s3_commits=mode))
         assert (lake.writer(BRONZE_DOCUMENTS), lake.writer(SILVER_DOCUMENTS_DEDUP), lake.writer(GOLD_INDEX_MANIFEST)) \
-            == (staged, staged, "spark")
+            == (staged, staged, staged)
     lake = Lake(spark, LakeConfig(root=f"s3://{BUCKET}/pick", s3_commits="single_driver", writer="deltalake"))
     with pytest.raises(ValueError, match="lake.s3_commits=conditional_put"):
         lake.writer(BRONZE_DOCUMENTS)

@@ -206,8 +206,9 @@ ENGINES = {
     "auto": {"bronze.documents", "bronze.quarantine", "silver.documents_dedup", "silver.duplicate_clusters",
              "silver.dedup_index", "silver.documents_clean", "silver.filter_decisions",
              "gold.token_sequences", "gold.document_tokens", "gold.embeddings", "ops.runs", "ops.quality",
-             "ops.ingest_log", "ops.takedowns", "bronze.clicks", "bronze.clicks_quarantine", "ops.clicks_ingest_log"},
-    "spark": {"gold.index_manifest", "silver.click_vocab", "silver.click_features"},
+             "ops.ingest_log", "ops.takedowns", "bronze.clicks", "bronze.clicks_quarantine", "ops.clicks_ingest_log",
+             "gold.index_manifest"},
+    "spark": {"silver.click_vocab", "silver.click_features"},
 }
 
 

@@ -72,6 +72,9 @@ def test_a_publish_selection_reads_the_rows_it_replaces(table):
     assert rows(read.read(table, ["x"], Rows("x", (1, 4), {"day": [0, None]}).expression())) == [{"x": 1}, {"x": 4}]
     assert rows(read.read(table, ["x"], Rows("x", ()).expression())) == []
     assert Rows("x", (1, 4), {"day": [0, None]}).predicate() == "(`day` IN (0) OR `day` IS NULL) AND `x` IN (1, 4)"
+    # ``where``: data columns equal to values, beside the key list (the index manifest: one model's revision)
+    assert rows(read.read(table, ["x"], Rows("s", ("a", "b", "e"), where={"flag": False}).expression())) == [{"x": 2}, {"x": 5}]
+    assert Rows("s", ("a",), where={"flag": False, "x": 2}).predicate() == "`s` IN ('a') AND `flag` = False AND `x` = 2"
 
 
 def test_files_are_skipped_by_partition_and_bounds_but_not_by_missing_bounds(table):
