@@ -86,7 +86,7 @@ test: setup
 	$(PY) -m pytest
 
 # the unit tier: kernels, config, schemas, lake metadata, loaders, bundle; no JVM
-test-fast: $(STAMPS)/venv
+test-fast: $(STAMPS)/venv $(STAMPS)/jars
 	$(PY) -m pytest tests/unit
 
 clean:
