@@ -82,14 +82,18 @@ def test_real_archives_reach_bronze(spark, real_lake):
     assert log["ia-heritrix-2008-example.warc.gz"].skipped == 38 + 261 + 261 + 1  # dns, request, metadata, warcinfo
 
 
-def test_every_commit_carries_its_run_stage_config_and_inputs(spark, real_lake):
-    """Every commit of every table, Spark's and deltalake's, says in its commit info which run and
-    stage made it, under which config hash, from which input versions: those ``ops.runs`` records."""
+@pytest.mark.parametrize("lake", ["submitted", "spark"])
+def test_every_commit_carries_its_run_stage_config_and_inputs(spark, real_lake, engine_lakes, lake):
+    """Every commit of every table says in its commit info which run and stage made it, under which
+    config hash, from which input versions: those ``ops.runs`` records. The README's submitted lake
+    (path mode on local disk: deltalake commits every table) and a ``lake.writer=spark`` lake
+    (Spark's Delta writer commits every table); each commit of a stage's output was made by the
+    engine its run recorded in ``ops.runs.writers``."""
     from deltalake import DeltaTable
 
     from pipelines.lake.commits import Lineage
 
-    root, _ = real_lake
+    root = real_lake[0] if lake == "submitted" else Path(engine_lakes["spark"][0].lake.root)
     runs = {(r.run_id, r.stage): r for r in read_table(spark, root, "ops.runs").collect()}
     engines = set()
     for spec in WARC_FLOW_TABLES:
@@ -102,8 +106,11 @@ def test_every_commit_carries_its_run_stage_config_and_inputs(spark, real_lake):
             run = runs[(lineage.run_id, lineage.stage)]
             assert lineage.config_hash == run.config_hash, (spec.qualified_name, commit)
             assert lineage.inputs == dict(run.input_versions or {}), (spec.qualified_name, commit)
-            engines.add("spark" if "Apache-Spark" in commit.get("engineInfo", "") else "deltalake")
-    assert engines == {"spark", "deltalake"}
+            engine = "spark" if "Apache-Spark" in commit.get("engineInfo", "") else "deltalake"
+            recorded = dict(run.writers or {})   # the tables its stage wrote (ops.runs: the ledger's own)
+            assert engine == recorded.get(spec.qualified_name, engine), (spec.qualified_name, commit)
+            engines.add(engine)
+    assert engines == {"deltalake" if lake == "submitted" else "spark"}
 
 
 @pytest.mark.parametrize("writer", ["spark", "catalog"])
