@@ -375,6 +375,8 @@ def test_index_rebuilds_only_the_shard_whose_documents_changed_and_extends_one_t
     run_pipeline(cfg2, stages=("embed",))
     back = run_pipeline(cfg2, stages=("index",))[-1].result
     assert (back.notes["shards_extended"], back.notes["shards_rebuilt"]) == (1, 0)
+    assert back.notes["mode"] == "incremental"
+    assert back.rows_in == len(vectors(spark, Path(cfg2.lake.root), f"doc_id = '{removed}'"))   # the added rows alone
     built_once = {r.shard: (r.rows, r.fingerprint) for r in read_table(spark, Path(lake[0].lake.root), "gold.index_manifest").collect()}
     assert {r.shard: (r.rows, r.fingerprint) for r in lake2.read(GOLD_INDEX_MANIFEST).collect()} == built_once
     for r in lake2.read(GOLD_INDEX_MANIFEST).collect():   # the extended row map maps every vector once
@@ -382,3 +384,40 @@ def test_index_rebuilds_only_the_shard_whose_documents_changed_and_extends_one_t
         ids = pq.read_table(shard_uri(cfg2.lake.root, r.path) + ".ids.parquet")
         assert ids.num_rows == r.rows == len(set(zip(ids.column("doc_id").to_pylist(), ids.column("chunk_id").to_pylist())))
     assert Searcher(cfg2).search(sentence, k=1)[0].doc_id == removed
+
+
+def test_a_shard_that_cannot_be_extended_from_the_added_rows_is_rebuilt_from_all_of_them(spark, lake, indexed, tmp_path):
+    """IVF-PQ on shards too small to train it: they are stored flat, so a shard that gains rows is
+    not extended from the added ones but rebuilt from all its rows."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    from pipelines.runner import run_pipeline
+    from pipelines.stages.index import shard_uri
+    from schemas.catalog import GOLD_INDEX_MANIFEST, SILVER_DOCUMENTS_CLEAN
+
+    cfg2, lake2 = copy_lake(spark, lake[0], tmp_path)
+    cfg2 = cfg2.model_copy(update={"index": cfg2.index.model_copy(update={"type": "ivfpq"})})
+    clean = lake2.read(SILVER_DOCUMENTS_CLEAN).localCheckpoint()
+    removed = sorted(r.doc_id for r in clean.select("doc_id").collect())[0]
+    lake2.overwrite(SILVER_DOCUMENTS_CLEAN, clean.filter(F.col("doc_id") != removed))
+    run_pipeline(cfg2, stages=("embed",))
+    first = run_pipeline(cfg2, stages=("index",))[-1].result
+    assert (first.notes["full_because"], first.notes["built_types"]) == ("index config changed", "flat")
+    lake2.overwrite(SILVER_DOCUMENTS_CLEAN, clean)
+    run_pipeline(cfg2, stages=("embed",))
+    back = run_pipeline(cfg2, stages=("index",))[-1].result
+    assert back.notes["mode"] == "incremental"
+    assert (back.notes["shards_extended"], back.notes["shards_rebuilt"]) == (0, 1)
+    assert back.notes["shards_unchanged"] == back.notes["shards"] - 1
+    manifest = lake2.read(GOLD_INDEX_MANIFEST).collect()
+    mapped = []
+    for m in manifest:
+        ids = pq.read_table(shard_uri(cfg2.lake.root, m.path) + ".ids.parquet")
+        assert ids.num_rows == m.rows
+        mapped += list(zip(ids.column("doc_id").to_pylist(), ids.column("chunk_id").to_pylist()))
+    assert sorted(mapped) == sorted(vectors(spark, Path(cfg2.lake.root)))
+    rebuilt = next(m for m in manifest if m.rows > 0 and removed in pq.read_table(
+        shard_uri(cfg2.lake.root, m.path) + ".ids.parquet").column("doc_id").to_pylist())
+    added = len(vectors(spark, Path(cfg2.lake.root), f"doc_id = '{removed}'"))
+    assert back.rows_in == added + rebuilt.rows   # the added rows, then all of the shard's

@@ -14,6 +14,7 @@ from pipelines.kernels.index import (
     recall_at_k,
     save_index,
     search,
+    stored_vectors,
 )
 
 DIM = 64
@@ -125,6 +126,26 @@ def test_save_load_round_trip(tmp_path, clustered, built, kind):
     s1, i1 = search(loaded, q, 10)
     assert np.array_equal(i0, i1)
     np.testing.assert_array_equal(s0, s1)
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivfpq"])
+def test_stored_vectors_are_the_added_ones_bit_for_bit_after_a_round_trip(tmp_path, clustered, built, kind):
+    """What an extended shard tunes on: the exact vectors its index holds, in id order (IVF-PQ:
+    its refinement stage's), also after more are added to the stored index."""
+    x, _ = clustered
+    path = tmp_path / f"{kind}.faiss"
+    save_index(built[kind][0], str(path))
+    loaded = load_index(str(path), IndexConfig(type=kind))
+    loaded.add(x[:5])
+    got = stored_vectors(loaded)
+    assert got.dtype == np.float32 and got.shape == (len(x) + 5, DIM)
+    np.testing.assert_array_equal(got, np.vstack([x, x[:5]]))
+
+
+def test_stored_vectors_of_pq_codes_alone_is_none(clustered):
+    x, _ = clustered
+    index, _ = build_index(x, IndexConfig(type="ivfpq", refine_k_factor=0, nlist=64, pq_m=8, nbits=6))
+    assert stored_vectors(index) is None
 
 
 def test_search_params_are_applied(clustered, exact, built):
