@@ -3,7 +3,8 @@
 Documents are spread over ``tokenize.pack_groups`` groups by a hash of their doc_id (xxhash64,
 stable across Spark versions), sorted by doc_id inside each group and packed there by
 :func:`pipelines.kernels.tokens.pack_batches` (whole groups per Spark task: as many tasks as
-groups, or as cores when there are fewer, by a range of groups), so no data passes through the
+groups, or as Spark's default parallelism when that is less, by a range of groups; an incremental
+run, one per :data:`MIN_TASK_DOCUMENTS` new documents at most), so no data passes through the
 driver. Which task packs a group changes no row: each group is packed on its own. Each task also
 derives its documents' ``gold.document_tokens`` rows from the sequences it packed
 (:func:`document_rows`), so every document is tokenized once. The tasks stage both tables'
@@ -57,10 +58,14 @@ from pipelines.lake import ALL, Keys
 from pipelines.lake.files import TableFiles, Target
 from pipelines.config import TokenizeConfig
 from pipelines.kernels.tokens import document_rows, pack_batches, remove_documents, separator_ids
+from pipelines.session import local_checkpoint
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import GOLD_DOCUMENT_TOKENS, GOLD_TOKEN_SEQUENCES, SILVER_DOCUMENTS_CLEAN
 
 OUTPUTS = {"sequences": GOLD_TOKEN_SEQUENCES, "documents": GOLD_DOCUMENT_TOKENS}
+#: Documents per packing task at least on an incremental run: a task's fixed cost (a Python
+#: worker, the tokenizer, an audit per staged file) is about that many documents' tokenizing.
+MIN_TASK_DOCUMENTS = 1000
 #: What a run counts: documents read; sequences, their tokens, documents and document tokens packed.
 COUNTS = ("documents_in", "sequences", "tokens", "documents", "document_tokens")
 
@@ -79,14 +84,19 @@ def run(ctx: StageContext) -> StageResult:
     docs = lake.read(SILVER_DOCUMENTS_CLEAN)
     first_index: dict[int, int] = {}
     gone: list = []
+    tasks = min(cfg.pack_groups, ctx.spark.sparkContext.defaultParallelism)
     if not plan.full:
         since = incremental.last_input_version(ctx, "tokenize", SILVER_DOCUMENTS_CLEAN)
         look = lake.removed_rows_since(SILVER_DOCUMENTS_CLEAN, since)
         added = lake.read(SILVER_DOCUMENTS_CLEAN, added_since=since)
         docs, gone, first_index = _increment(lake, docs, added, look)
+        # computed once (the range partitioner samples its input, then the tasks read it) and
+        # counted: a task's fixed cost is worth MIN_TASK_DOCUMENTS documents' packing
+        docs = local_checkpoint(docs.select("doc_id", "text"))
+        tasks = min(tasks, -(-docs.count() // MIN_TASK_DOCUMENTS))
     grouped = (docs.select("doc_id", "text")
                .withColumn("pack_group", F.pmod(F.xxhash64("doc_id"), F.lit(cfg.pack_groups)).cast("int"))
-               .repartitionByRange(min(cfg.pack_groups, ctx.spark.sparkContext.defaultParallelism), "pack_group")
+               .repartitionByRange(max(1, tasks), "pack_group")
                .sortWithinPartitions("pack_group", "doc_id"))
     with ctx.staging(OUTPUTS) as staging:
         task = partial(_pack_to_files, params=params, targets=staging.targets, first_index=first_index)
