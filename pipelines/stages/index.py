@@ -9,9 +9,9 @@ settings changed, or whose files are gone, are built (every shard, from scratch,
 (:func:`pipelines.incremental.plan` with the ``index`` and ``embed`` sections' hash says
 incremental, ``gold.embeddings``' log shows no removed rows since, and the files of every shard in
 the manifest are there), only the added rows are read (:meth:`pipelines.lake.Lake.read`
-``added_since``): the shards they fall in changed, the others did not. Otherwise every vector is read and each shard's content fingerprint
-(row count and an order-free sum of row hashes, with the index settings) is compared with the
-manifest's.
+``added_since``): the shards they fall in changed, the others did not. Otherwise every vector is
+read and each shard's content fingerprint (row count and an order-free sum of row hashes, with the
+index settings) is compared with the manifest's.
 
 **Extend or rebuild.** A changed shard whose stored rows are all still there is *extended*: the
 new vectors are added to its stored index (FAISS ``add``: HNSW inserts them into its graph, as a
@@ -44,6 +44,7 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from pipelines import incremental, quality
 from pipelines.config import Config, IndexConfig
@@ -223,9 +224,7 @@ def run(ctx: StageContext) -> StageResult:
     stored = {s: uri for s, uri in on_disk.items() if old[s]["index_type"] == cfg.index.type}
 
     def build(vectors, shards: int, whole: bool) -> list[dict]:
-        out_schema = ", ".join([f"{f.name} {f.dataType.simpleString()}" for f in GOLD_INDEX_MANIFEST.schema.fields
-                                if f.name not in ("model", "model_revision", "built_at")]
-                               + ["outcome string", "rows_in bigint"])
+        # a manifest row without what the driver adds, plus what the task did and the rows it got
         out = pa.schema([f for f in GOLD_INDEX_MANIFEST.nullable_arrow if f.name not in ("model", "model_revision", "built_at")]
                         + [pa.field("outcome", pa.string()), pa.field("rows_in", pa.int64())])
 
@@ -237,7 +236,7 @@ def run(ctx: StageContext) -> StageResult:
 
         return [r.asDict() for r in (vectors.select("shard", *ROW_MAP_COLUMNS, "vector", "dim")
                                      .repartition(min(shards, ctx.spark.sparkContext.defaultParallelism), "shard")
-                                     .groupBy("shard").applyInArrow(task, out_schema).collect())]
+                                     .groupBy("shard").applyInArrow(task, from_arrow_schema(out)).collect())]
 
     since = None if plan.full else incremental.last_input_version(ctx, "index", GOLD_EMBEDDINGS)
     if since is not None and on_disk.keys() == old.keys() and not lake.removed_rows_since(GOLD_EMBEDDINGS, since):
@@ -246,7 +245,8 @@ def run(ctx: StageContext) -> StageResult:
         # were; a shard that cannot be extended (a new one among them) is rebuilt from all its rows.
         outcomes = build(with_shards(lake.read(GOLD_EMBEDDINGS, added_since=since)), cfg.index.shards, whole=False)
         todo = sorted(r["shard"] for r in outcomes if r["outcome"] == "needs_all_rows")
-        keep = {s: old[s] for s in old if s not in {r["shard"] for r in outcomes if r["outcome"] != "unchanged"}}
+        changed = {r["shard"] for r in outcomes if r["outcome"] != "unchanged"}
+        keep = {s: old[s] for s in old if s not in changed}
         scanned = 0
     else:
         rows = with_shards(lake.read(GOLD_EMBEDDINGS))
