@@ -50,6 +50,7 @@ from pipelines.kernels.warc import duplicate_detail, parse_files_to_batches
 from pipelines.lake import Rows, Staging, sql_list
 from pipelines.lake.commits import part_name, source_key
 from pipelines.lake.files import TableFiles, Target, collect_staged
+from pipelines.session import broadcast_if_fits
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import BRONZE_DOCUMENTS, BRONZE_QUARANTINE, OPS_INGEST_LOG, OPS_TAKEDOWNS
 
@@ -149,7 +150,8 @@ def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[i
         repeated = []
         if staging.files["documents"]:
             docs = spark.read.schema(BRONZE_DOCUMENTS.schema).parquet(*staging.paths("documents"))
-            repeated = _repeated_records(ctx, docs, files, precedence)
+            documents = sum(s["documents"] for s in summaries.values())
+            repeated = _repeated_records(ctx, docs, documents, files, precedence)
             _set_aside(staging, repeated)
             _count_duplicates(summaries, repeated)
         published = staging.read_arrow("documents", ["doc_id", "source_file"])
@@ -168,18 +170,25 @@ def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[i
 
 
 _EPOCH = datetime.fromtimestamp(0, timezone.utc)
+#: Bytes of one doc_id as Spark holds it (32 hex digits and the row's overhead), rounded up: sizes a broadcast.
+DOC_ID_BYTES = 64
 #: The columns of a batch's documents that decide and describe repeated records.
 _KEY_COLUMNS = ("doc_id", "source_file", "record_offset", "warc_record_id", "url", "warc_filename",
                 "content_type_source")
 
 
-def _repeated_records(ctx: StageContext, docs: DataFrame, files: list[str], precedence: list[str]) -> list:
-    """The batch's documents (``docs``, at least :data:`_KEY_COLUMNS`) whose doc_id is kept
-    elsewhere, each with ``kept_file`` and ``kept_offset``: a copy in the lake from a file outside
-    the batch is kept; otherwise the batch's first copy in ``precedence`` order of files, then by
-    offset (repeats inside one file the kernel has already set aside). One Spark job; the lake's
-    side is a scan of three columns, so its cost follows the table, as the uniqueness check's did."""
+def _repeated_records(ctx: StageContext, docs: DataFrame, documents: int, files: list[str],
+                      precedence: list[str]) -> list:
+    """The batch's documents (``docs``, at least :data:`_KEY_COLUMNS`; ``documents`` of them)
+    whose doc_id is kept elsewhere, each with ``kept_file`` and ``kept_offset``: a copy in the lake
+    from a file outside the batch is kept; otherwise the batch's first copy in ``precedence`` order
+    of files, then by offset (repeats inside one file the kernel has already set aside). One Spark
+    job; the lake's side is a scan of three columns, so its cost follows the table, as the
+    uniqueness check's did. The batch's doc_ids go to every task when they fit Spark's broadcast
+    threshold, so the lake's rows are narrowed to theirs where they lie instead of shuffled."""
+    hint = broadcast_if_fits(ctx.spark, documents * DOC_ID_BYTES)
     held = (ctx.lake.read(BRONZE_DOCUMENTS).filter(f"NOT (source_file IN ({sql_list(files)}))")
+            .join(hint(docs.select("doc_id")), "doc_id", "left_semi")
             .select("doc_id", F.col("source_file").alias("lake_file"), F.col("record_offset").alias("lake_offset")))
     order = F.array_position(F.array(*[F.lit(f) for f in precedence]), F.col("source_file"))
     first = Window.partitionBy("doc_id").orderBy(order, "record_offset")
