@@ -194,6 +194,10 @@ def local_checkpoint(df: DataFrame) -> DataFrame:
                               else StorageLevel.MEMORY_AND_DISK_2)
 
 
+#: Bytes of one doc_id as Spark holds it (32 hex digits and the row's overhead), rounded up: sizes a broadcast.
+DOC_ID_BYTES = 64
+
+
 def broadcast_if_fits(spark: SparkSession, size_bytes: int) -> Callable[[DataFrame], DataFrame]:
     """A join hint for the small side of a join whose size the caller knows and Spark does not:
     ``pyspark.sql.functions.broadcast`` when ``size_bytes`` (an estimate, bytes) is within

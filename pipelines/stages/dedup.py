@@ -69,13 +69,15 @@ from pipelines.kernels.minhash import (
     signature_batch,
     text_hashes,
 )
-from pipelines.session import broadcast_if_fits, local_checkpoint
+from pipelines.session import DOC_ID_BYTES, broadcast_if_fits, local_checkpoint
 from pipelines.stage import StageContext, StageResult
 from pipelines.lake import ALL, Keys, Lake
 from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DEDUP_INDEX, SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS
 
 #: Bytes of one band key row (band, band hash) as Spark holds it, rounded up: sizes a broadcast.
 BAND_KEY_BYTES = 32
+#: Bytes per permutation of a MinHash signature (one uint32 each, kernels.minhash): sizes a broadcast.
+SIGNATURE_BYTES_PER_PERM = 4
 #: The outputs, by the kind their staged files are published as.
 OUTPUTS = {"index": SILVER_DEDUP_INDEX, "clusters": SILVER_DUPLICATE_CLUSTERS, "documents": SILVER_DOCUMENTS_DEDUP}
 
@@ -284,17 +286,23 @@ def _signatures(ctx: StageContext, docs: DataFrame, cfg: DedupConfig, bands: int
 def _near_clusters(survivors: DataFrame, signatures: DataFrame, old: DataFrame, old_docs: DataFrame,
                    keep_cols: list[str], order: list[Column], cfg: DedupConfig, hint) -> DataFrame:
     """Near-duplicate cluster rows (with ``jaccard``) of the new exact survivors and kept documents.
-    ``hint``: as for :func:`_exact_clusters`."""
+    ``hint``: as for :func:`_exact_clusters`. The kept documents' texts, keep-rule columns and
+    signatures are read only for the documents in an edge or a component, whose doc_ids go to
+    every task when they fit the broadcast threshold (counted, not estimated)."""
+    spark = survivors.sparkSession
     edges = _candidate_edges(signatures, old, hint)
     if cfg.verify:
-        texts = survivors.select("doc_id", "text").unionByName(old_docs.select("doc_id", "text"))
-        edges = _verified(edges, texts, cfg)
+        edges = _verified(edges, survivors.select("doc_id", "text"), old_docs.select("doc_id", "text"), cfg)
     components = connected_components(edges, cfg.max_iterations, cfg.driver_components_max_edges)
-    old_in_components = (old.select("doc_id").join(components.select("doc_id"), "doc_id", "left_semi")
-                         .join(old_docs.select("doc_id", *keep_cols), "doc_id", "left"))
+    ids = components.select("doc_id")
+    near = broadcast_if_fits(spark, components.count() * (DOC_ID_BYTES + SIGNATURE_BYTES_PER_PERM * cfg.num_perm))
+    old_in_components = (old.select("doc_id").join(near(ids), "doc_id", "left_semi")
+                         .join(near(old_docs.select("doc_id", *keep_cols).join(near(ids), "doc_id", "left_semi")),
+                               "doc_id", "left"))
     members = _members(survivors, keep_cols, False).unionByName(_members(old_in_components, keep_cols, True))
     rows = _clusters(components.join(members, "doc_id"), "component", "near", order)
-    return _with_jaccard(rows, signatures.select("doc_id", "signature").unionByName(old.select("doc_id", "signature")))
+    old_signatures = old.select("doc_id", "signature").join(near(ids), "doc_id", "left_semi")
+    return _with_jaccard(rows, near(signatures.select("doc_id", "signature").unionByName(old_signatures)))
 
 
 def _candidate_edges(signatures: DataFrame, old: DataFrame, hint) -> DataFrame:
@@ -313,13 +321,19 @@ def _candidate_edges(signatures: DataFrame, old: DataFrame, hint) -> DataFrame:
             .select("src", F.col("doc_id").alias("dst")).distinct())
 
 
-def _verified(edges: DataFrame, texts: DataFrame, cfg: DedupConfig) -> DataFrame:
-    """The edges whose documents' exact shingle Jaccard reaches the threshold.
+def _verified(edges: DataFrame, new_texts: DataFrame, old_texts: DataFrame, cfg: DedupConfig) -> DataFrame:
+    """The edges whose documents' exact shingle Jaccard reaches the threshold; ``new_texts`` and
+    ``old_texts`` are (doc_id, text) of the new and the kept documents.
 
     LSH false positives never join a cluster. Edges are star edges to the bucket's smallest doc_id,
     so a false positive that is that smallest doc can also hide a true pair in the same bucket
-    (rare; documented).
+    (rare; documented). The edges are computed once (checkpointed) and counted, so that the kept
+    texts are narrowed to the edges' documents where they lie when their doc_ids fit a broadcast.
     """
+    edges = local_checkpoint(edges)
+    ends = edges.select(F.col("src").alias("doc_id")).union(edges.select(F.col("dst").alias("doc_id")))
+    narrow = broadcast_if_fits(edges.sparkSession, 2 * edges.count() * DOC_ID_BYTES)
+    texts = new_texts.unionByName(old_texts).join(narrow(ends), "doc_id", "left_semi")
     return (edges.join(texts.withColumnRenamed("doc_id", "src").withColumnRenamed("text", "src_text"), "src")
             .join(texts.withColumnRenamed("doc_id", "dst").withColumnRenamed("text", "dst_text"), "dst")
             .filter(_jaccard_udf(cfg.ngram)("src_text", "dst_text") >= cfg.threshold)
@@ -327,7 +341,8 @@ def _verified(edges: DataFrame, texts: DataFrame, cfg: DedupConfig) -> DataFrame
 
 
 def _with_jaccard(rows: DataFrame, signatures: DataFrame) -> DataFrame:
-    """``rows`` plus ``jaccard``: MinHash estimate between each doc and its kept doc (1.0 if kept)."""
+    """``rows`` plus ``jaccard``: MinHash estimate between each doc and its kept doc (1.0 if kept).
+    ``signatures``: (doc_id, signature) of at least every doc_id and cluster_id in ``rows``."""
     doc_sig = signatures.select("doc_id", F.col("signature").alias("_sig"))
     kept_sig = signatures.select(F.col("doc_id").alias("cluster_id"), F.col("signature").alias("_kept_sig"))
     return (rows.join(doc_sig, "doc_id", "left").join(kept_sig, "cluster_id", "left")

@@ -50,7 +50,7 @@ from pipelines.kernels.warc import duplicate_detail, parse_files_to_batches
 from pipelines.lake import Rows, Staging, sql_list
 from pipelines.lake.commits import part_name, source_key
 from pipelines.lake.files import TableFiles, Target, collect_staged
-from pipelines.session import broadcast_if_fits
+from pipelines.session import DOC_ID_BYTES, broadcast_if_fits
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import BRONZE_DOCUMENTS, BRONZE_QUARANTINE, OPS_INGEST_LOG, OPS_TAKEDOWNS
 
@@ -170,8 +170,6 @@ def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[i
 
 
 _EPOCH = datetime.fromtimestamp(0, timezone.utc)
-#: Bytes of one doc_id as Spark holds it (32 hex digits and the row's overhead), rounded up: sizes a broadcast.
-DOC_ID_BYTES = 64
 #: The columns of a batch's documents that decide and describe repeated records.
 _KEY_COLUMNS = ("doc_id", "source_file", "record_offset", "warc_record_id", "url", "warc_filename",
                 "content_type_source")
