@@ -141,7 +141,10 @@ def main() -> None:
 
     crawls = [crawl(k, args.docs, args.files, f"crawl{k}") for k in range(args.history)]
     inc_docs = max(1, round(args.docs * args.increment))
-    increment = crawl(args.history, inc_docs, max(2, round(args.files * args.increment)), f"increment-{inc_docs}")
+    # the folder names the crawl number: a workdir reused with another --history must not serve
+    # an increment generated as an earlier crawl of the history (the same documents again)
+    increment = crawl(args.history, inc_docs, max(2, round(args.files * args.increment)),
+                      f"increment{args.history}-{inc_docs}")
     warm = build_warcs(workdir / "warc" / "warmup", WARMUP_DOCS, 2, args.seed + 1, (80, 400))
     model = args.embed_model
     if model == "tiny":
