@@ -16,14 +16,23 @@ interpreter imports anyway (the pip-installed pyspark, ``<site-packages>/pyspark
 before pyspark is imported, then runs :func:`pyspark.daemon.manager`. Workers fork from it and
 inherit the path. With any other layout (a Spark distribution whose pyspark is not this
 interpreter's, or no pyspark installed) the path is left as it is, which is pyspark's own
-behaviour. Nothing else of the daemon or the worker changes.
+behaviour.
+
+One more change (:func:`quiet_on_closed_socket`): a worker whose JVM side closed its socket before
+the worker's last flush exits without a traceback. The JVM closes it when it stops reading a
+task's output early (``limit``, ``take``, ``first``), and pyspark 4.1's daemon then printed a
+``BrokenPipeError`` traceback in the console of a run that succeeded (``make run`` did). That
+worker exits either way, as pyspark's ``killWorkerOnFlushFailure`` has it. Nothing else of the
+daemon or the worker changes.
 """
 
 from __future__ import annotations
 
 import importlib.machinery
 import os
+import socket
 import sys
+from collections.abc import Callable
 
 
 def spark_archives(path: list[str], package_dir: str) -> list[str]:
@@ -63,8 +72,23 @@ def drop_spark_archives() -> list[str]:
     return removed
 
 
+def quiet_on_closed_socket(worker: Callable[[socket.socket, bool], int]) -> Callable[[socket.socket, bool], int]:
+    """pyspark's ``daemon.worker(sock, authenticated) -> exit code``, returning 1 instead of
+    raising when the JVM has closed ``sock`` (BrokenPipeError, ConnectionResetError). The forked
+    worker then exits, as it does when it raises, but prints no traceback. Nothing is lost: the
+    JVM has stopped reading this worker, so nothing more it writes could reach the JVM. Other
+    exceptions propagate as before."""
+    def run(sock: socket.socket, authenticated: bool) -> int:
+        try:
+            return worker(sock, authenticated)
+        except (BrokenPipeError, ConnectionResetError):
+            return 1
+    return run
+
+
 if __name__ == "__main__":
     drop_spark_archives()
-    from pyspark.daemon import manager
+    from pyspark import daemon
 
-    manager()
+    daemon.worker = quiet_on_closed_socket(daemon.worker)   # manager() looks it up in its module
+    daemon.manager()

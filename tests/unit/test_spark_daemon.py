@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pyspark
+import pytest
 
 from pipelines.spark_daemon import installed_pyspark, spark_archives
 
@@ -58,3 +59,22 @@ def test_archives_of_another_spark_stay_on_the_path(tmp_path):
     origin, path, _ = _worker_view(str(foreign))
     assert path == repr([str(foreign)])
     assert origin.startswith(str(foreign))   # PYTHONPATH precedes site-packages, as in Spark's workers
+
+
+def test_a_worker_whose_socket_the_jvm_closed_exits_without_a_traceback():
+    from pipelines.spark_daemon import quiet_on_closed_socket
+
+    def closed(sock, authenticated):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def reset(sock, authenticated):
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+    def failing(sock, authenticated):
+        raise ValueError("a bug in the worker")
+
+    assert quiet_on_closed_socket(closed)(None, True) == 1
+    assert quiet_on_closed_socket(reset)(None, True) == 1
+    assert quiet_on_closed_socket(lambda sock, authenticated: 0)(None, True) == 0
+    with pytest.raises(ValueError, match="a bug"):
+        quiet_on_closed_socket(failing)(None, True)
