@@ -11,7 +11,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from pipelines.spark_daemon import installed_pyspark, spark_archives
+from pipelines.spark_daemon import installed_pyspark, quiet_on_closed_socket, spark_archives
 
 PACKAGE = Path(pyspark.__file__).parent
 LIB = PACKAGE / "python" / "lib"
@@ -62,8 +62,6 @@ def test_archives_of_another_spark_stay_on_the_path(tmp_path):
 
 
 def test_a_worker_whose_socket_the_jvm_closed_exits_without_a_traceback():
-    from pipelines.spark_daemon import quiet_on_closed_socket
-
     def closed(sock, authenticated):
         raise BrokenPipeError(32, "Broken pipe")
 
