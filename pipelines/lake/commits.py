@@ -394,14 +394,20 @@ def commit(table_uri: str, schema_json: str, partition_by: Sequence[str], adds: 
         return False
     now_ms = int(time.time() * 1000)
     add_actions = [AddAction(f.path, f.size_bytes, f.partition_values, now_ms, True, f.stats) for f in adds]
-    props = CommitProperties(app_transactions=[Transaction(txn[0], int(txn[1]))] if txn else None,
-                             custom_metadata={"crawlake.operation": operation,
-                                              **({LINEAGE_FIELD: lineage.to_json()} if lineage else {})})
+    def properties(**retries) -> CommitProperties:
+        return CommitProperties(app_transactions=[Transaction(txn[0], int(txn[1]))] if txn else None,
+                                custom_metadata={"crawlake.operation": operation,
+                                                 **({LINEAGE_FIELD: lineage.to_json()} if lineage else {})}, **retries)
+
+    props = properties()
     if table is None:
         try:
+            # No retry: delta-rs retries a create that lost version 0 at version 1, with a second
+            # protocol and metadata, which every writer racing it then fails on ("Metadata changed").
             create_table_with_add_actions(root, Schema.from_json(schema_json), add_actions, mode="error",
                                           partition_by=list(partition_by), configuration=dict(configuration or {}),
-                                          storage_options=storage_options(root), commit_properties=props)
+                                          storage_options=storage_options(root),
+                                          commit_properties=properties(max_commit_retries=0))
             return True
         except DeltaError:
             # another writer created the table since it was looked up (two first runs at once):
