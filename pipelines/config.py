@@ -328,8 +328,10 @@ class EmbedConfig(_Strict):
     max_batch_size: int = Field(512, ge=1)
     chunk_overlap_tokens: int = Field(32, ge=0)
     max_chunk_tokens: int = Field(0, ge=0)
-    #: true | false | "auto" (strictly: a string such as "yes" is refused, not read as true)
-    compile: Annotated[bool, Strict()] | Literal["auto"] = "auto"
+    #: true | false | "auto" (strictly: a string such as "yes" is refused, not read as true). False
+    #: by default: the compiled pass rounds differently, so under "auto" a vector's bits would
+    #: depend on how many tokens its process had embedded before it (issue 20's determinism).
+    compile: Annotated[bool, Strict()] | Literal["auto"] = False
     refresh: bool = True
     #: engine=spark: documents per task at least (a task loads the model, seconds, before its first vector)
     min_task_documents: int = Field(128, ge=1)

@@ -11,11 +11,12 @@ What makes it faster than ``SentenceTransformer.encode(texts, batch_size=32)``:
 - batches are formed by a token budget (``tokens_per_batch`` = rows x padded length), not a row
   count, over chunks sorted by their true token length, so short chunks go in wide batches and
   padding stays small (the bucketing of Krell et al. 2021 without the packing);
-- on CPU, once a process has embedded :data:`AUTO_COMPILE_AFTER_TOKENS` tokens, the forward pass
-  runs through ``torch.compile`` (inductor): the bias adds, GELU, residual adds and LayerNorms fuse
-  into the matrix multiplies' epilogues, about 1.2x the eager pass on MiniLM; compiling costs
-  10-40 s once per process on 2 cores (the low end with inductor's on-disk cache warm), which
-  those tokens amortize;
+- on CPU, with ``embed.compile`` true (or "auto": once a process has embedded
+  :data:`AUTO_COMPILE_AFTER_TOKENS` tokens), the forward pass runs through ``torch.compile``
+  (inductor): the bias adds, GELU, residual adds and LayerNorms fuse into the matrix multiplies'
+  epilogues, about 1.2x the eager pass on MiniLM; compiling costs 10-40 s once per process on 2
+  cores (the low end with inductor's on-disk cache warm). It is off by default because its
+  vectors differ from eager ones by about 2.4e-7 (see below);
 - texts are tokenized once, by the Rust tokenizer's ``encode_batch_fast`` on its own threads, into
   one padded id array, and a batch is a gather of its rows; the naive loop goes through
   ``model.preprocess`` 32 texts at a time, which turns every row into Python lists and those into
@@ -32,9 +33,9 @@ differ, so about 1e-7).
 so a row is padded to its own token count rounded up to :data:`PAD_TO_MULTIPLE`, and a batch holds
 rows of one padded length only. A chunk's vector is then bit-identical whichever chunks share its
 batch, task or run (how many partitions or executors, a full run or an incremental one), on one
-device with one compile setting (``embed.compile: auto`` switches a process to the compiled pass
-part way, whose rounding differs by about 1e-7; set ``true`` or ``false`` where bits must match
-across runs). On CPU this also needs torch's matrix multiplies to round a row alike whatever the
+device with one compile setting (the default, ``false``, or ``true``; ``auto`` switches a process
+to the compiled pass part way, whose rounding differs by about 2.4e-7, so a vector's bits then
+depend on what its process embedded before it: how the run was partitioned, full or incremental). On CPU this also needs torch's matrix multiplies to round a row alike whatever the
 thread count and the rest of the batch: Intel MKL does so in its strict CNR mode, which importing
 :mod:`pipelines` turns on (``MKL_CBWR=AUTO,STRICT``; see there). Unset (or with MKL already
 called before that import), two threads on an AVX-512 Xeon changed rows by up to 1.5e-7 with their

@@ -88,6 +88,20 @@ def test_a_chunks_vector_does_not_depend_on_the_thread_count():
     assert np.array_equal(vectors[0], vectors[1])
 
 
+def test_by_default_a_vector_does_not_depend_on_what_its_process_embedded_before(monkeypatch):
+    """A full run's workers embed millions of tokens, an incremental run's a few: under
+    ``compile: auto`` the first switched to the compiled pass, whose bits differ from the eager
+    pass's, so the same document got other bits in a full and an incremental run."""
+    from pipelines.kernels import embed as kernel
+
+    chunks = ["a page about rivers", "another page, about the sea and its tides"]
+    params = EmbedParams(EmbedConfig(device="cpu"))
+    fresh = kernel.encode_chunks(chunks, params)
+    monkeypatch.setattr(kernel, "_tokens_embedded", kernel.AUTO_COMPILE_AFTER_TOKENS + 1)
+    assert kernel._forward(params, on_gpu=False) is kernel.load_model("default", "cpu", "auto")   # eager
+    assert np.array_equal(kernel.encode_chunks(chunks, params), fresh)
+
+
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_a_batch_gathered_from_one_tokenization_equals_tokenizing_its_rows(side, monkeypatch):
     """Texts are tokenized once, in slices wider than a batch; a batch cut from that must be what
