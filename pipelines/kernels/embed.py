@@ -35,8 +35,9 @@ rows of one padded length only. A chunk's vector is then bit-identical whichever
 batch, task or run (how many partitions or executors, a full run or an incremental one), on one
 device with one compile setting (the default, ``false``, or ``true``; ``auto`` switches a process
 to the compiled pass part way, whose rounding differs by about 2.4e-7, so a vector's bits then
-depend on what its process embedded before it: how the run was partitioned, full or incremental). On CPU this also needs torch's matrix multiplies to round a row alike whatever the
-thread count and the rest of the batch: Intel MKL does so in its strict CNR mode, which importing
+depend on what its process embedded before it: how the run was partitioned, full or incremental).
+On CPU this also needs torch's matrix multiplies to round a row alike whatever the thread count
+and the rest of the batch: Intel MKL does so in its strict CNR mode, which importing
 :mod:`pipelines` turns on (``MKL_CBWR=AUTO,STRICT``; see there). Unset (or with MKL already
 called before that import), two threads on an AVX-512 Xeon changed rows by up to 1.5e-7 with their
 batch mates. cuBLAS may choose kernels by batch shape, so GPUs promise 1e-3.
