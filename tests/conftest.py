@@ -314,6 +314,31 @@ def s3_server():
     server.stop()
 
 
+#: One process's deltalake commits, ``python -c DELTALAKE_COMMITTER <table uri> <first value>
+#: <commits> [<start at, epoch seconds>]``: values first, first + 1, ..., one row each, each in a
+#: file staged by the task side of the lake (TableFiles) and committed by ``commits.commit``. With
+#: a start time the first commit waits for it, spinning, so that racing processes reach the log
+#: together. For the tests of writers racing on one table.
+DELTALAKE_COMMITTER = """
+import sys, time
+import pyarrow as pa
+from pipelines.lake import commits
+from pipelines.lake.files import TableFiles, Target, collect_staged
+
+uri, first, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+start = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
+schema = pa.schema([("n", pa.int64())])
+schema_json = '{"type": "struct", "fields": [{"name": "n", "type": "long", "nullable": true, "metadata": {}}]}'
+target = Target("t.race", uri, schema, (), ("n",))
+for value in range(first, first + n):
+    with TableFiles({"rows": target}) as out:
+        out.write("rows", pa.table({"n": [value]}, schema=schema))
+    while time.time() < start:   # spin, not sleep: the writers must reach the log together
+        pass
+    assert commits.commit(uri, schema_json, (), collect_staged([{"staged": out.staged()}], ["rows"])["rows"])
+"""
+
+
 def s3_env(server) -> dict[str, str]:
     """This process's environment plus the standard AWS variables pointing at ``server``, for
     crawlake commands run as subprocesses (their Spark reads the variables when it starts)."""

@@ -13,7 +13,6 @@ import json
 import re
 import subprocess
 import sys
-import textwrap
 import threading
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import pytest
-from conftest import REPO, real_file, s3_env, use_s3
+from conftest import DELTALAKE_COMMITTER, REPO, real_file, s3_env, use_s3
 
 from pipelines.lake import read as lake_read
 from schemas.catalog import BRONZE_DOCUMENTS, GOLD_INDEX_MANIFEST, OPS_INGEST_LOG, OPS_RUNS, SILVER_DOCUMENTS_DEDUP
@@ -80,25 +79,6 @@ def test_of_writers_racing_for_one_version_exactly_one_wins(spark, bucket):
     store.write(path, actions.iterator(), True, conf)
 
 
-#: One process's commits: ``python -c RACER <table uri> <first value> <commits>``, each commit one
-#: file staged by the task side of the lake (TableFiles) and committed by ``commits.commit``.
-RACER = textwrap.dedent("""
-    import sys
-    import pyarrow as pa
-    from pipelines.lake import commits
-    from pipelines.lake.files import TableFiles, Target, collect_staged
-
-    uri, first, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    schema = pa.schema([("n", pa.int64())])
-    target = Target("t.race", uri, schema, (), ("n",))
-    for value in range(first, first + n):
-        with TableFiles({"rows": target}) as out:
-            out.write("rows", pa.table({"n": [value]}, schema=schema))
-        commits.commit(uri, SCHEMA, (), collect_staged([{"staged": out.staged()}], ["rows"])["rows"])
-""").replace("SCHEMA", repr(json.dumps({"type": "struct", "fields": [
-    {"name": "n", "type": "long", "nullable": True, "metadata": {}}]})))
-
-
 def test_the_s3_commit_mechanism_picks_the_writer(spark, bucket):
     """deltalake commits task-staged tables on S3 only where commits are conditional PUTs; with
     single_driver (a store without them) Spark commits every table, and asking for deltalake there
@@ -117,7 +97,7 @@ def test_the_s3_commit_mechanism_picks_the_writer(spark, bucket):
 
 def test_deltalake_writers_racing_on_s3_lose_no_commit(bucket):
     uri = f"s3a://{BUCKET}/deltalake_race"
-    procs = [subprocess.Popen([sys.executable, "-c", RACER, uri, str(100 * (w + 1)), "12"], cwd=REPO,
+    procs = [subprocess.Popen([sys.executable, "-c", DELTALAKE_COMMITTER, uri, str(100 * (w + 1)), "12"], cwd=REPO,
                               stderr=subprocess.PIPE, text=True) for w in range(3)]
     errors = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], errors

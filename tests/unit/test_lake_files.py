@@ -136,24 +136,6 @@ def test_commit_replace_by_source_and_the_mixed_file_case(tmp_path):
         delta_files.describe(str(tmp_path), "missing.parquet", {}, ["n"])
 
 
-#: ``python -c CREATOR <table root> <n> <start at (epoch seconds)>``: one file of value n, committed
-#: at ``start at`` to a table that does not exist yet.
-CREATOR = """
-import sys, time
-import pyarrow as pa
-from pipelines.lake import commits
-from pipelines.lake.files import TableFiles, Target, collect_staged
-
-root, n, start = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-schema = pa.schema([("n", pa.int64())])
-with TableFiles({"rows": Target("t.race", root, schema, (), ("n",))}) as out:
-    out.write("rows", pa.table({"n": [n]}, schema=schema))
-while time.time() < start:   # spin, not sleep: the writers must reach the log together
-    pass
-assert commits.commit(root, SCHEMA, (), collect_staged([{"staged": out.staged()}], ["rows"])["rows"])
-"""
-
-
 def test_writers_racing_to_create_a_table_make_one_create_and_append_after_it(tmp_path):
     """delta-rs retries a create that lost version 0 at version 1 with a second protocol and
     metadata, and a writer appending in between then fails ("Metadata changed since last commit";
@@ -162,14 +144,12 @@ def test_writers_racing_to_create_a_table_make_one_create_and_append_after_it(tm
     import sys
     import time
 
-    from conftest import REPO
+    from conftest import DELTALAKE_COMMITTER, REPO
 
-    schema_json = json.dumps({"type": "struct", "fields": [{"name": "n", "type": "long", "nullable": True, "metadata": {}}]})
-    code = CREATOR.replace("SCHEMA", repr(schema_json))
     for race in range(3):   # two writers per race (one per core here): the race is tight
         root = tmp_path / f"t{race}"
         start = time.time() + 2   # past both processes' imports
-        procs = [subprocess.Popen([sys.executable, "-c", code, str(root), str(w), str(start)], cwd=REPO,
+        procs = [subprocess.Popen([sys.executable, "-c", DELTALAKE_COMMITTER, str(root), str(w), "1", str(start)], cwd=REPO,
                                   stderr=subprocess.PIPE, text=True) for w in range(2)]
         errors = [p.communicate(timeout=120)[1] for p in procs]
         assert [p.returncode for p in procs] == [0, 0], errors
