@@ -43,14 +43,20 @@ def test_a_batch_holds_rows_of_one_length_in_key_order():
     assert [[keys[perm[i]] for i in b] for b in again] == want
 
 
+def _excerpt_pages() -> list[str]:
+    """The non-empty page texts of the real 2020-34 excerpt."""
+    from pipelines.kernels.warc import parse_warc_file
+
+    return [r["text"] for r in parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz")).rows
+            if r["kind"] == "document" and r["text"]]
+
+
 def test_a_chunks_vector_does_not_depend_on_its_batch_mates():
     """Bits, not a tolerance: the index's fingerprint hashes the vectors, and a document must get
     the same vector in a full run and in an incremental one, in any task, in any order."""
     from pipelines.kernels.embed import encode_chunks
-    from pipelines.kernels.warc import parse_warc_file
 
-    texts = [r["text"] for r in parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz")).rows
-             if r["kind"] == "document" and r["text"]]
+    texts = _excerpt_pages()
     # many chunks of equal and nearby lengths: first words of the pages, and their reversals
     chunks = [" ".join(t.split()[:n]) for t in texts for n in (6, 9, 40)]
     chunks = list(dict.fromkeys(chunks + [" ".join(reversed(c.split())) for c in chunks]))
@@ -71,11 +77,8 @@ def test_a_chunks_vector_does_not_depend_on_the_thread_count():
     import torch
 
     from pipelines.kernels.embed import encode_chunks
-    from pipelines.kernels.warc import parse_warc_file
 
-    texts = [r["text"] for r in parse_warc_file(real_file("cc-main-2020-34-excerpt.warc.gz")).rows
-             if r["kind"] == "document" and r["text"]]
-    chunks = [" ".join(t.split()[:n]) for t in texts for n in (6, 40, 200)]
+    chunks = [" ".join(t.split()[:n]) for t in _excerpt_pages() for n in (6, 40, 200)]
     params = EmbedParams(EmbedConfig(device="cpu", tokens_per_batch=2048))
     before = torch.get_num_threads()
     try:
