@@ -508,16 +508,24 @@ class Lake:
 
     # -- Spark DataFrame writes ----------------------------------------------------------------------
     @staticmethod
-    def conform(spec: TableSpec, df: DataFrame) -> DataFrame:
-        """Select and cast ``df``'s columns to ``spec``'s schema; raise ValueError if they differ."""
-        have, want = set(df.columns), set(spec.columns)
-        if have != want:
-            raise ValueError(
-                f"{spec.qualified_name}: missing columns {sorted(want - have)}, unexpected {sorted(have - want)}"
-            )
+    def conform(spec: TableSpec | Sequence[TableSpec], df: DataFrame) -> DataFrame:
+        """Select and cast ``df``'s columns to ``spec``'s schema, or to the union of several specs'
+        schemas (rows bound for several tables, each file taking its own columns); raise ValueError
+        if the columns differ, or if two specs give a shared column different types."""
+        specs = [spec] if isinstance(spec, TableSpec) else list(spec)
+        name = " + ".join(s.qualified_name for s in specs)
         # to the nullable form of each type: Delta stores every column, element and value
         # nullable on a path write, and a cast may not drop nulls from an array of a file's rows
-        return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in nullable_schema(spec).fields])
+        fields: dict[str, StructField] = {}
+        for s in specs:
+            for f in nullable_schema(s).fields:
+                if fields.setdefault(f.name, f).dataType != f.dataType:
+                    raise ValueError(f"{name}: column {f.name} is {fields[f.name].dataType.simpleString()} "
+                                     f"in one table and {f.dataType.simpleString()} in {s.qualified_name}")
+        have, want = set(df.columns), set(fields)
+        if have != want:
+            raise ValueError(f"{name}: missing columns {sorted(want - have)}, unexpected {sorted(have - want)}")
+        return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in fields.values()])
 
     def _spark_write(self, spec: TableSpec, df: DataFrame, mode: str, *, where: str | None = None,
                      txn: tuple[str, int] | None = None, replace_schema: bool = False) -> bool:
@@ -683,13 +691,16 @@ class Staging:
         for kind, results in collect_audits(details, list(self.outputs)).items():
             self.audits[kind].extend(results)
 
-    def stage(self, kind: str, df: DataFrame) -> None:
-        """Stage ``df``'s rows as files of ``kind``'s table, written by ``df``'s own tasks (one
-        file per task with rows, audited there under a gate): for outputs that Spark computes
-        (joins, windows), where no kernel task writes them. ``df`` must hold the table's columns
-        (:meth:`Lake.conform`: ValueError naming the missing and unexpected ones)."""
-        df = Lake.conform(self.outputs[kind], df)
-        task = partial(_stage_rows, kind=kind, targets={kind: self.targets[kind]})
+    def stage(self, kinds: str | Sequence[str], df: DataFrame) -> None:
+        """Stage ``df``'s rows as files of the table of ``kinds`` (one kind, or several: each row
+        goes to every one of their tables, each file taking its table's columns), written by
+        ``df``'s own tasks (one file per table and task with rows, audited there under a gate): for
+        outputs that Spark computes (joins, windows), where no kernel task writes them. ``df``
+        must hold exactly the tables' columns (:meth:`Lake.conform`: ValueError naming the
+        missing and unexpected ones)."""
+        kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+        df = Lake.conform([self.outputs[k] for k in kinds], df)
+        task = partial(_stage_rows, kinds=kinds, targets={k: self.targets[k] for k in kinds})
         self.add(json.loads(r.detail) for r in df.mapInArrow(task, "detail string").collect())
 
     def paths(self, kind: str) -> list[str]:
@@ -757,12 +768,13 @@ class Staging:
         return False   # the block's exception goes on
 
 
-def _stage_rows(batches, *, kind: str, targets: Mapping[str, Target]):
-    """A task of :meth:`Staging.stage`: its rows into one file of ``kind``'s table; yields one row,
-    JSON of :meth:`TableFiles.report`."""
+def _stage_rows(batches, *, kinds: Sequence[str], targets: Mapping[str, Target]):
+    """A task of :meth:`Staging.stage`: its rows into one file of each of ``kinds``' tables;
+    yields one row, JSON of :meth:`TableFiles.report`."""
     with TableFiles(targets) as files:
         for batch in batches:
-            files.write(kind, batch)
+            for kind in kinds:
+                files.write(kind, batch)
     yield pa.RecordBatch.from_pydict({"detail": [json.dumps(files.report())]})
 
 

@@ -428,12 +428,11 @@ def run(ctx: StageContext) -> StageResult:
 
     # 3. Publish: the new kept documents, their index rows and this run's cluster rows.
     clusters = exact_rows.unionByName(near_rows)
-    kept_new = new.join(clusters.filter(~F.col("kept")).select("doc_id"), "doc_id", "left_anti")
-    index_rows = (kept_new.select("doc_id", "text_hash").join(signatures, "doc_id", "left")
-                  .select("doc_id", "text_hash", "signature",
-                          F.coalesce("band_hashes", F.array().cast("array<bigint>")).alias("band_hashes"),
-                          F.lit(params).alias("params")))
-    _publish(ctx, incremental, kept_new.drop("text_hash"), clusters, index_rows)
+    kept_new = (new.join(clusters.filter(~F.col("kept")).select("doc_id"), "doc_id", "left_anti")
+                .join(signatures.select("doc_id", "signature", "band_hashes"), "doc_id", "left")
+                .withColumn("band_hashes", F.coalesce("band_hashes", F.array().cast("array<bigint>")))
+                .withColumn("params", F.lit(params)))
+    _publish(ctx, incremental, kept_new, clusters)
 
     # Every removed row is a new document, removed once (an exact copy is not hashed), so one
     # count per method gives what was kept too.
@@ -445,9 +444,10 @@ def run(ctx: StageContext) -> StageResult:
     return result
 
 
-def _publish(ctx: StageContext, incremental: bool, kept_docs: DataFrame, clusters: DataFrame,
-             index_rows: DataFrame) -> None:
+def _publish(ctx: StageContext, incremental: bool, kept: DataFrame, clusters: DataFrame) -> None:
     """Stage, audit and publish one run's decisions, one commit per table (:mod:`pipelines.lake`).
+    ``kept``: the new kept documents with their index columns, staged in one pass as the rows of
+    ``silver.documents_dedup`` and of the index.
 
     A full run replaces each table; an incremental one replaces the rows of the doc_ids it
     stages (:class:`~pipelines.lake.Keys`), an upsert. The index goes first and
@@ -460,10 +460,9 @@ def _publish(ctx: StageContext, incremental: bool, kept_docs: DataFrame, cluster
     if incremental:
         clusters = _with_cluster_sizes(ctx.lake, clusters)
     order = ("index", "clusters", "documents") if incremental else ("clusters", "documents", "index")
-    frames = {"index": index_rows, "clusters": clusters, "documents": kept_docs}
     with ctx.staging(OUTPUTS) as staging:
-        for kind in order:
-            staging.stage(kind, frames[kind])
+        staging.stage("clusters", clusters)
+        staging.stage(("documents", "index"), kept)
         for kind in order:
             spec = OUTPUTS[kind]
             if incremental and not staging.files[kind]:   # nothing to add or replace: no commit

@@ -198,3 +198,40 @@ def test_the_lake_reads_plain_tables_by_their_files_and_others_through_delta(spa
                for p in sorted((tmp_path / "lake" / "ops" / "quality" / "_delta_log").glob("*.json"))
                for line in p.read_text().splitlines())
     assert ids(lake.read(OPS_QUALITY)) == ids(delta()) == ["r0", "r2", "r3"]
+
+
+@pytest.mark.parametrize("writer", ["deltalake", "spark"])
+def test_one_staging_pass_writes_each_row_to_several_tables(spark, tmp_path, writer):
+    """``Staging.stage`` with several kinds (dedup stages its kept documents and their index rows
+    so): each task writes every row once per table, with that table's columns, and each table
+    publishes its own files. The frame must hold exactly the union of the tables' columns, and a
+    column the tables type differently is an error before any job runs."""
+    from pipelines.lake import ALL, Lake
+    from schemas.catalog import SILVER_CLICK_VOCAB, SILVER_DEDUP_INDEX, SILVER_DUPLICATE_CLUSTERS, SILVER_FILTER_DECISIONS
+
+    lake = Lake(spark, lake_config(tmp_path / "lake", writer=writer).lake)
+    outputs = {"index": SILVER_DEDUP_INDEX, "clusters": SILVER_DUPLICATE_CLUSTERS}
+    rows = [(f"d{i}", f"{i:064x}", bytes([i]) * 8, [i, i + 1], "p", "d0", 3, i == 0, "near", 1.0 - i / 10)
+            for i in range(3)]
+    df = spark.createDataFrame(rows, "doc_id string, text_hash string, signature binary, band_hashes array<bigint>, "
+                                     "params string, cluster_id string, cluster_size int, kept boolean, "
+                                     "method string, jaccard double").repartition(2)
+    with lake.staging(outputs) as staging:
+        staging.stage(("index", "clusters"), df)
+        assert {kind: len(files) for kind, files in staging.files.items()} == {"index": 2, "clusters": 2}
+        for kind in outputs:
+            staging.publish(kind, replace=ALL, operation="test")
+    index = {r.doc_id: r for r in lake.read(SILVER_DEDUP_INDEX).collect()}
+    clusters = {r.doc_id: r for r in lake.read(SILVER_DUPLICATE_CLUSTERS).collect()}
+    assert index.keys() == clusters.keys() == {"d0", "d1", "d2"}
+    assert lake.read(SILVER_DEDUP_INDEX).columns == SILVER_DEDUP_INDEX.columns
+    assert (index["d1"].signature, index["d1"].band_hashes) == (bytes([1]) * 8, [1, 2])
+    assert (clusters["d1"].cluster_id, clusters["d1"].kept, clusters["d0"].kept) == ("d0", False, True)
+
+    with lake.staging(outputs) as staging:
+        with pytest.raises(ValueError, match=r"missing columns \['cluster_id'\]"):
+            staging.stage(("index", "clusters"), df.drop("cluster_id"))
+        with pytest.raises(ValueError, match="unexpected"):
+            staging.stage("index", df)
+    with pytest.raises(ValueError, match="column value is string .* and double in silver.filter_decisions"):
+        Lake.conform([SILVER_CLICK_VOCAB, SILVER_FILTER_DECISIONS], df)
