@@ -4,8 +4,8 @@ Documents are spread over ``tokenize.pack_groups`` groups by a hash of their doc
 stable across Spark versions), sorted by doc_id inside each group and packed there by
 :func:`pipelines.kernels.tokens.pack_batches` (whole groups per Spark task: as many tasks as
 groups, or as Spark's default parallelism when that is less, by a range of groups; an incremental
-run, one per :data:`MIN_TASK_DOCUMENTS` new documents at most), so no data passes through the
-driver. Which task packs a group changes no row: each group is packed on its own. Each task also
+run, one per :data:`MIN_TASK_DOCUMENTS` rows its input gained at most), so no data passes through
+the driver. Which task packs a group changes no row: each group is packed on its own. Each task also
 derives its documents' ``gold.document_tokens`` rows from the sequences it packed
 (:func:`document_rows`), so every document is tokenized once. The tasks stage both tables'
 Parquet files and the lake publishes each table's in one commit (:mod:`pipelines.lake`).
@@ -58,7 +58,6 @@ from pipelines.lake import ALL, Keys
 from pipelines.lake.files import TableFiles, Target
 from pipelines.config import TokenizeConfig
 from pipelines.kernels.tokens import document_rows, pack_batches, remove_documents, separator_ids
-from pipelines.session import local_checkpoint
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import GOLD_DOCUMENT_TOKENS, GOLD_TOKEN_SEQUENCES, SILVER_DOCUMENTS_CLEAN
 
@@ -89,14 +88,16 @@ def run(ctx: StageContext) -> StageResult:
         since = incremental.last_input_version(ctx, "tokenize", SILVER_DOCUMENTS_CLEAN)
         look = lake.removed_rows_since(SILVER_DOCUMENTS_CLEAN, since)
         added = lake.read(SILVER_DOCUMENTS_CLEAN, added_since=since)
+        # a task's fixed cost is worth MIN_TASK_DOCUMENTS documents' packing; the rows added
+        # (Parquet footers' counts, no scan) bound the new documents from above
+        tasks = min(tasks, -(-added.count() // MIN_TASK_DOCUMENTS))
         docs, gone, first_index = _increment(lake, docs, added, look)
-        # computed once (the range partitioner samples its input, then the tasks read it) and
-        # counted: a task's fixed cost is worth MIN_TASK_DOCUMENTS documents' packing
-        docs = local_checkpoint(docs.select("doc_id", "text"))
-        tasks = min(tasks, -(-docs.count() // MIN_TASK_DOCUMENTS))
+    tasks = max(1, tasks)
+    # task t packs the groups g with g * tasks // pack_groups == t: a range of whole groups, by
+    # arithmetic (a range partitioner would sample the input in a job of its own first)
     grouped = (docs.select("doc_id", "text")
                .withColumn("pack_group", F.pmod(F.xxhash64("doc_id"), F.lit(cfg.pack_groups)).cast("int"))
-               .repartitionByRange(max(1, tasks), "pack_group")
+               .repartitionById(tasks, (F.col("pack_group") * tasks / cfg.pack_groups).cast("int"))
                .sortWithinPartitions("pack_group", "doc_id"))
     with ctx.staging(OUTPUTS) as staging:
         task = partial(_pack_to_files, params=params, targets=staging.targets, first_index=first_index)
