@@ -692,8 +692,8 @@ class Staging:
             self.audits[kind].extend(results)
 
     def stage(self, kinds: str | Sequence[str], df: DataFrame) -> None:
-        """Stage ``df``'s rows as files of the table of ``kinds`` (one kind, or several: each row
-        goes to every one of their tables, each file taking its table's columns), written by
+        """Stage ``df``'s rows as files of the table of each of ``kinds`` (one kind, or several:
+        each row goes to every one of their tables, each file taking its table's columns), written by
         ``df``'s own tasks (one file per table and task with rows, audited there under a gate): for
         outputs that Spark computes (joins, windows), where no kernel task writes them. ``df``
         must hold exactly the tables' columns (:meth:`Lake.conform`: ValueError naming the
