@@ -8,7 +8,10 @@ Dask cluster instead (:mod:`pipelines.engines.dask_embed`). On GPU executors set
 
 Refresh (the default): only documents that have no vectors for this (model, revision) are embedded,
 and vectors of documents that left ``silver.documents_clean`` are deleted, so a re-run with nothing
-new embeds nothing. The tasks stage their vectors as files and the lake appends them in one commit
+new embeds nothing. They are looked for in the rows the clean table gained since this revision's
+last successful run (a version diff of its log, as filter and tokenize read theirs), so a new
+crawl costs its own documents, not the history's texts; all of the table is looked at when
+either table lost rows since (documents removed upstream, a takedown, a full run that died). The tasks stage their vectors as files and the lake appends them in one commit
 (Dask: one commit per ``commit_rows`` vectors as results arrive), so a killed or retried run
 resumes where the last commit left it and never duplicates a vector; another model's or
 revision's vectors stay beside them. Every document of this revision is embedded again, its old
@@ -30,7 +33,7 @@ from pipelines import incremental
 from pipelines.kernels.embed import EmbedParams, embed_batch
 from pipelines.lake import sql_string
 from pipelines.lake.files import TableFiles, Target
-from pipelines.session import local_checkpoint
+from pipelines.session import DOC_ID_BYTES, broadcast_if_fits, local_checkpoint
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import GOLD_EMBEDDINGS, SILVER_DOCUMENTS_CLEAN
 
@@ -80,6 +83,26 @@ def _full_because(ctx: StageContext, params: EmbedParams, vectors_hash: str) -> 
     return None
 
 
+def _since(ctx: StageContext, params: EmbedParams, vectors_hash: str) -> int | None:
+    """The ``silver.documents_clean`` version that this revision's last successful run (with
+    ``vectors_hash``) embedded every document of, when neither table lost rows since: the
+    documents still to embed are then among the rows added after it (a version diff, as filter
+    and tokenize read their input). None when every document must be looked at: no such run, or
+    documents left the clean table (their vectors go), or vectors left ``gold.embeddings`` (a
+    takedown, or a full run that died after deleting this revision's vectors)."""
+    mine = [r for r in incremental.succeeded_runs(ctx) if r["stage"] == "embed"
+            and (r["notes"].get("model"), r["notes"].get("revision"), r["notes"].get("vector_config_hash"))
+            == (params.model_label, params.model_revision, vectors_hash)]
+    if not mine:
+        return None
+    docs_version = (mine[-1]["input_versions"] or {}).get(SILVER_DOCUMENTS_CLEAN.qualified_name)
+    vectors_version = (mine[-1]["output_versions"] or {}).get(GOLD_EMBEDDINGS.qualified_name)
+    if docs_version is None or vectors_version is None or ctx.lake.removed_rows_since(SILVER_DOCUMENTS_CLEAN, docs_version) \
+            or ctx.lake.removed_rows_since(GOLD_EMBEDDINGS, vectors_version):
+        return None
+    return docs_version
+
+
 def _embed_to_files(batches, *, params: EmbedParams, targets: dict[str, Target]):
     """A task: embed its documents' chunks and stage the vectors as one Parquet file. Yields one
     row: JSON of its staged files."""
@@ -90,6 +113,11 @@ def _embed_to_files(batches, *, params: EmbedParams, targets: dict[str, Target])
 
 
 def run(ctx: StageContext) -> StageResult:
+    """Embed the documents of ``silver.documents_clean`` that lack this revision's vectors (every
+    one on a full run; see the module docstring). Returns rows_in = clean documents, rows_out =
+    this revision's vectors, and notes: mode, full_because, vector_config_hash, model, revision,
+    engine, documents_looked_at (clean rows read for their text: those added since the last run,
+    or all), documents_embedded, documents_unchanged, documents_removed (whose vectors went)."""
     lake, cfg = ctx.lake, ctx.cfg.embed
     params = EmbedParams.resolve(cfg)  # the embed section, and its model's revision resolved once, on the driver
     revision = {"model": params.model_label, "model_revision": params.model_revision}
@@ -97,21 +125,28 @@ def run(ctx: StageContext) -> StageResult:
     docs = lake.read(SILVER_DOCUMENTS_CLEAN).select("doc_id", "text")
     vectors_hash = vector_config_hash(params)
     full_because = _full_because(ctx, params, vectors_hash)
-    if full_because is None:
-        have = lake.read(GOLD_EMBEDDINGS).filter(revision_predicate(params)).select("doc_id").distinct()
+    have = lake.read(GOLD_EMBEDDINGS).filter(revision_predicate(params)).select("doc_id").distinct()
+    candidates, gone = docs, []
+    since = None if full_because else _since(ctx, params, vectors_hash)
+    if full_because:   # every document again: this revision's vectors go first, so no two configs mix
+        have = lake.spark.createDataFrame([], "doc_id string")
+        lake.delete_rows(GOLD_EMBEDDINGS, "model_revision", [params.model_revision], where={"model": params.model_label})
+    elif since is None:   # every document is looked at: vectors of documents gone go, the new ones come
         gone = [r.doc_id for r in have.join(docs.select("doc_id"), "doc_id", "left_anti").collect()]
         lake.delete_rows(GOLD_EMBEDDINGS, "doc_id", gone, where=revision)
-    else:   # every document again: this revision's vectors go first, so no two configs mix
-        have = lake.spark.createDataFrame([], "doc_id string")
-        gone = []
-        lake.delete_rows(GOLD_EMBEDDINGS, "model_revision", [params.model_revision], where={"model": params.model_label})
-    todo = docs.join(have, "doc_id", "left_anti")
-    n_docs, n_todo = docs.count(), todo.count()
+    else:   # only rows added since can lack vectors; the kept ones are read for their doc_ids alone
+        candidates = lake.read(SILVER_DOCUMENTS_CLEAN, added_since=since).select("doc_id", "text")
+    n_docs, n_looked = docs.count(), candidates.count()   # row counts from the Parquet footers
+    if since is not None:
+        have = have.join(broadcast_if_fits(ctx.spark, n_looked * DOC_ID_BYTES)(candidates.select("doc_id")),
+                         "doc_id", "left_semi")
+    todo = candidates.join(have, "doc_id", "left_anti")
+    n_todo = todo.count()
     with ctx.staging(OUTPUTS) as staging:
         if n_todo and cfg.engine == "dask":
             from pipelines.engines.dask_embed import embed_with_dask
 
-            embed_with_dask(lake.read(SILVER_DOCUMENTS_CLEAN).inputFiles(), [r.doc_id for r in have.collect()],
+            embed_with_dask(candidates.inputFiles(), [r.doc_id for r in have.collect()],
                             params, staging, cfg)
         elif n_todo:
             # Spread the new documents over every core (or GPU): a refresh often finds them in a few
@@ -128,5 +163,6 @@ def run(ctx: StageContext) -> StageResult:
         rows_in=n_docs, rows_out=out.count(),
         notes={**incremental.mode_notes(full_because), "vector_config_hash": vectors_hash,
                "model": params.model_label, "revision": params.model_revision, "engine": cfg.engine,
-               "documents_embedded": n_todo, "documents_unchanged": n_docs - n_todo, "documents_removed": len(gone)},
+               "documents_looked_at": n_looked, "documents_embedded": n_todo, "documents_unchanged": n_docs - n_todo,
+               "documents_removed": len(gone)},
     )

@@ -162,6 +162,40 @@ def test_refresh_embeds_new_documents_and_drops_removed_ones(spark, lake, tmp_pa
         np.testing.assert_allclose(after[("new-doc", c)][2], before[(changed, c)][2], atol=1e-5)
 
 
+def test_refresh_reads_only_the_rows_added_unless_vectors_left(spark, lake, tmp_path):
+    """A document added to the clean table is found in the rows added since the last run (a
+    version diff: the other documents' texts are not read); vectors deleted outside a run make
+    the next one look at every document again and embed the documents that lost theirs."""
+    from pyspark.sql import functions as F
+
+    from pipelines.runner import run_pipeline
+    from schemas.catalog import GOLD_EMBEDDINGS, SILVER_DOCUMENTS_CLEAN
+
+    cfg2, lake2 = copy_lake(spark, lake[0], tmp_path)
+    root = Path(cfg2.lake.root)
+    clean = lake2.read(SILVER_DOCUMENTS_CLEAN).localCheckpoint()
+    total = clean.count()
+    first = sorted(r.doc_id for r in clean.select("doc_id").collect())[0]
+    lake2.insert_new(SILVER_DOCUMENTS_CLEAN, clean.filter(F.col("doc_id") == first).withColumn("doc_id", F.lit("added-doc")))
+    before = vectors(spark, root)
+    added = run_pipeline(cfg2, stages=("embed",))[-1].result
+    assert added.notes["mode"] == "incremental"
+    assert (added.notes["documents_looked_at"], added.notes["documents_embedded"]) == (1, 1)
+    assert added.notes["documents_unchanged"] == total and added.notes["documents_removed"] == 0
+    after = vectors(spark, root)
+    assert {k for k in after if k[0] != "added-doc"} == before.keys()
+    copies = sorted(k for k in after if k[0] == "added-doc")
+    assert [c for _, c in copies] == sorted(c for d, c in before if d == first)
+    for _, c in copies:   # the same text: the same vectors, up to float rounding
+        np.testing.assert_allclose(after[("added-doc", c)][2], before[(first, c)][2], atol=1e-5)
+
+    lake2.delete_rows(GOLD_EMBEDDINGS, "doc_id", [first])   # not through a run of the stage
+    again = run_pipeline(cfg2, stages=("embed",))[-1].result
+    assert (again.notes["documents_looked_at"], again.notes["documents_embedded"]) == (total + 1, 1)
+    assert vectors(spark, root).keys() == after.keys()
+    assert run_pipeline(cfg2, stages=("embed",))[-1].result.notes["documents_looked_at"] == 0
+
+
 def test_full_or_a_chunking_change_embeds_every_document_again(spark, lake, tmp_path):
     """``--full embed`` and a changed chunking re-embed the whole revision (its old vectors go
     first, so two chunkings never mix); the same settings again embed nothing."""
