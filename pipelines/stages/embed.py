@@ -11,7 +11,8 @@ and vectors of documents that left ``silver.documents_clean`` are deleted, so a 
 new embeds nothing. They are looked for in the rows the clean table gained since this revision's
 last successful run (a version diff of its log, as filter and tokenize read theirs), so a new
 crawl costs its own documents, not the history's texts; all of the table is looked at when
-either table lost rows since (documents removed upstream, a takedown, a full run that died). The tasks stage their vectors as files and the lake appends them in one commit
+either table lost rows since (documents removed upstream, a takedown, a full run that died).
+The tasks stage their vectors as files and the lake appends them in one commit
 (Dask: one commit per ``commit_rows`` vectors as results arrive), so a killed or retried run
 resumes where the last commit left it and never duplicates a vector; another model's or
 revision's vectors stay beside them. Every document of this revision is embedded again, its old
@@ -97,10 +98,11 @@ def _since(ctx: StageContext, params: EmbedParams, vectors_hash: str) -> int | N
         return None
     docs_version = (mine[-1]["input_versions"] or {}).get(SILVER_DOCUMENTS_CLEAN.qualified_name)
     vectors_version = (mine[-1]["output_versions"] or {}).get(GOLD_EMBEDDINGS.qualified_name)
-    if docs_version is None or vectors_version is None or ctx.lake.removed_rows_since(SILVER_DOCUMENTS_CLEAN, docs_version) \
-            or ctx.lake.removed_rows_since(GOLD_EMBEDDINGS, vectors_version):
+    if docs_version is None or vectors_version is None:
         return None
-    return docs_version
+    lost = (ctx.lake.removed_rows_since(SILVER_DOCUMENTS_CLEAN, docs_version)
+            or ctx.lake.removed_rows_since(GOLD_EMBEDDINGS, vectors_version))
+    return None if lost else docs_version
 
 
 def _embed_to_files(batches, *, params: EmbedParams, targets: dict[str, Target]):
