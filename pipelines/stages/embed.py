@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 
 from pipelines import incremental
 from pipelines.kernels.embed import EmbedParams, embed_batch
-from pipelines.lake import sql_string
+from pipelines.lake import Lake, sql_string
 from pipelines.lake.files import TableFiles, Target
 from pipelines.session import DOC_ID_BYTES, broadcast_if_fits, local_checkpoint
 from pipelines.stage import StageContext, StageResult
@@ -64,44 +64,45 @@ def vector_config_hash(params: EmbedParams) -> str:
     return hashlib.sha256(json.dumps(shaping).encode()).hexdigest()[:16]
 
 
-def _full_because(ctx: StageContext, params: EmbedParams, vectors_hash: str) -> str | None:
+def _last_run(runs: list[dict], params: EmbedParams) -> dict | None:
+    """This model revision's last successful run in ``runs``
+    (:func:`pipelines.incremental.succeeded_runs`) that recorded its :func:`vector_config_hash`
+    (a run before the hash was recorded counts as none), or None."""
+    mine = [r for r in runs if r["stage"] == "embed" and r["notes"].get("vector_config_hash")
+            and (r["notes"].get("model"), r["notes"].get("revision")) == (params.model_label, params.model_revision)]
+    return mine[-1] if mine else None
+
+
+def _full_because(ctx: StageContext, runs: list[dict], last: dict | None, vectors_hash: str) -> str | None:
     """Why this run embeds every document again, or None to embed only the new ones:
     ``embed.refresh: false``, ``--full`` naming embed, or another :func:`vector_config_hash` than
-    the last successful run of this model revision recorded (a run before the hash was recorded
-    counts as the same), or a full ingest rebuild since that run."""
+    ``last`` (:func:`_last_run` of ``runs``) recorded, or a full ingest rebuild since ``last``."""
     if not ctx.cfg.embed.refresh:
         return "embed.refresh: false"
     if ctx.forced_full("embed"):
         return "--full"
-    runs = incremental.succeeded_runs(ctx)
-    mine = [r for r in runs if r["stage"] == "embed"
-            and (r["notes"].get("model"), r["notes"].get("revision")) == (params.model_label, params.model_revision)
-            and r["notes"].get("vector_config_hash")]
-    if mine and mine[-1]["notes"]["vector_config_hash"] != vectors_hash:
+    if last and last["notes"]["vector_config_hash"] != vectors_hash:
         return "embed config changed"
-    if mine and incremental.rebuilt_since(runs, "ingest", mine[-1]["started_at"]):
+    if last and incremental.rebuilt_since(runs, "ingest", last["started_at"]):
         return "ingest rebuilt in full"   # texts may have changed under the same doc_ids
     return None
 
 
-def _since(ctx: StageContext, params: EmbedParams, vectors_hash: str) -> int | None:
-    """The ``silver.documents_clean`` version that this revision's last successful run (with
-    ``vectors_hash``) embedded every document of, when neither table lost rows since: the
-    documents still to embed are then among the rows added after it (a version diff, as filter
-    and tokenize read their input). None when every document must be looked at: no such run, or
-    documents left the clean table (their vectors go), or vectors left ``gold.embeddings`` (a
-    takedown, or a full run that died after deleting this revision's vectors)."""
-    mine = [r for r in incremental.succeeded_runs(ctx) if r["stage"] == "embed"
-            and (r["notes"].get("model"), r["notes"].get("revision"), r["notes"].get("vector_config_hash"))
-            == (params.model_label, params.model_revision, vectors_hash)]
-    if not mine:
+def _since(lake: Lake, last: dict | None) -> int | None:
+    """The ``silver.documents_clean`` version that ``last`` (:func:`_last_run`, with this run's
+    vector config) embedded every document of, when neither table lost rows since: the documents
+    still to embed are then among the rows added after it (a version diff, as filter and tokenize
+    read their input). None when every document must be looked at: no such run, or documents left
+    the clean table (their vectors go), or vectors left ``gold.embeddings`` (a takedown, or a full
+    run that died after deleting this revision's vectors)."""
+    if last is None:
         return None
-    docs_version = (mine[-1]["input_versions"] or {}).get(SILVER_DOCUMENTS_CLEAN.qualified_name)
-    vectors_version = (mine[-1]["output_versions"] or {}).get(GOLD_EMBEDDINGS.qualified_name)
+    docs_version = (last["input_versions"] or {}).get(SILVER_DOCUMENTS_CLEAN.qualified_name)
+    vectors_version = (last["output_versions"] or {}).get(GOLD_EMBEDDINGS.qualified_name)
     if docs_version is None or vectors_version is None:
         return None
-    lost = (ctx.lake.removed_rows_since(SILVER_DOCUMENTS_CLEAN, docs_version)
-            or ctx.lake.removed_rows_since(GOLD_EMBEDDINGS, vectors_version))
+    lost = (lake.removed_rows_since(SILVER_DOCUMENTS_CLEAN, docs_version)
+            or lake.removed_rows_since(GOLD_EMBEDDINGS, vectors_version))
     return None if lost else docs_version
 
 
@@ -126,10 +127,12 @@ def run(ctx: StageContext) -> StageResult:
     upgrade_schema(lake)
     docs = lake.read(SILVER_DOCUMENTS_CLEAN).select("doc_id", "text")
     vectors_hash = vector_config_hash(params)
-    full_because = _full_because(ctx, params, vectors_hash)
+    runs = incremental.succeeded_runs(ctx)
+    last = _last_run(runs, params)
+    full_because = _full_because(ctx, runs, last, vectors_hash)
     have = lake.read(GOLD_EMBEDDINGS).filter(revision_predicate(params)).select("doc_id").distinct()
     candidates, gone = docs, []
-    since = None if full_because else _since(ctx, params, vectors_hash)
+    since = None if full_because else _since(lake, last)
     if full_because:   # every document again: this revision's vectors go first, so no two configs mix
         have = lake.spark.createDataFrame([], "doc_id string")
         lake.delete_rows(GOLD_EMBEDDINGS, "model_revision", [params.model_revision], where={"model": params.model_label})
