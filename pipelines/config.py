@@ -343,7 +343,7 @@ class EmbedConfig(_Strict):
 class IndexConfig(_Strict):
     """FAISS vector index over ``gold.embeddings``; the kernel (:mod:`pipelines.kernels.index`,
     whose docstring gives the algorithms and their papers) takes this model for construction and
-    search (``shards``, ``path`` and ``target_recall`` are the stage's)."""
+    search (``shards``, ``path``, ``target_recall`` and ``max_segments`` are the stage's)."""
     type: Literal["flat", "hnsw", "ivfpq"] = "hnsw"
     shards: int = Field(4, ge=1)
     path: str | None = None
@@ -360,6 +360,8 @@ class IndexConfig(_Strict):
     train_sample: int = Field(100_000, ge=1)       # at most this many vectors train IVF/PQ (seeded sample)
     target_recall: float = Field(0.95, ge=0.0, le=1.0)
     seed: int = 0
+    #: a shard that would hold more segments than this is rebuilt as one (compacted)
+    max_segments: int = Field(8, ge=1)
 
 
 class ClicksConfig(_Strict):

@@ -13,7 +13,7 @@ lineage, the usual summary):
    ``silver.filter_decisions``, ``silver.documents_clean``, ``silver.duplicate_clusters`` (their
    own rows), ``silver.dedup_index``, ``silver.documents_dedup`` and last ``bronze.documents``;
    the matched quarantine rows from ``bronze.quarantine`` (by ``warc_record_id``). Every index
-   shard, of any model revision, whose row map holds a removed document is dropped (its
+   segment, of any model revision, whose row map holds a removed document is dropped (its
    ``gold.index_manifest`` row, then its files). Then the request and what it removed
    (``{table: rows}``) are appended to ``ops.takedowns``, after its quality suite passed. Derived
    tables go first and ``bronze.documents`` last, so a forget that dies half way is finished by
@@ -24,8 +24,9 @@ lineage, the usual summary):
    (:mod:`pipelines.stages.tokenize`). ``removed`` counts the sequences where a removed document
    started.
 3. **index** (when ``gold.index_manifest`` exists) — the stage as ``crawlake run`` runs it, for the
-   configured model revision: the dropped shards are rebuilt from the remaining vectors, the others
-   kept. Dropped shards of other revisions stay dropped until ``crawlake run --stages index`` runs
+   configured model revision: a shard that lost a segment gains one holding that segment's
+   remaining vectors (:mod:`pipelines.stages.index`), the others are kept. Dropped segments of
+   other revisions stay dropped until ``crawlake run --stages index`` runs
    with that model (the notes say how many).
 4. **purge** (``purge=True``) — :meth:`Lake.purge <pipelines.lake.Lake.purge>` of every table the
    steps above wrote: files rewritten where deletion vectors only mark deleted rows, then
@@ -98,7 +99,7 @@ class TakedownResult:
     """What one ``forget`` did: its ``takedown_id`` (the ``ops.takedowns`` row) and ``run_id``
     (its ``ops.runs`` rows), the ``documents`` of ``bronze.documents`` it matched, ``removed``
     ``{table: rows}`` (``gold.token_sequences``: sequences where a removed document started;
-    ``gold.index_manifest``: shards dropped), ``duplicates_kept_out`` (doc_ids, see the module
+    ``gold.index_manifest``: shard segments dropped), ``duplicates_kept_out`` (doc_ids, see the module
     docstring), ``purged`` (tables vacuumed; empty without purge) and ``files_removed`` (other
     files purge deleted)."""
     takedown_id: str
@@ -260,8 +261,8 @@ def _record(ctx: StageContext, row: dict) -> None:
 
 
 def _drop_shards(ctx: StageContext, doc_ids: set[str]) -> int:
-    """Drop every index shard, of any model revision, whose row map holds one of ``doc_ids``: its
-    manifest row (one commit), then its files. Returns how many."""
+    """Drop every index segment, of any model revision, whose row map holds one of ``doc_ids``:
+    its manifest row (one commit), then its files. Returns how many."""
     import fsspec
 
     from pipelines.lake import read as lake_read

@@ -1,5 +1,6 @@
 """Semantic search over the index shards (no Spark, no JVM): embed the query with the model the
-index was built from, search every shard of ``gold.index_manifest``, merge the top k.
+index was built from, search every segment of every shard of ``gold.index_manifest``, merge the
+top k.
 
 ``Searcher(cfg).search("query text", k=10)`` returns :class:`Hit` rows, best first; the CLI's
 ``crawlake search`` prints the same. Reads the manifest, the shards and ``silver.documents_clean``
@@ -37,7 +38,8 @@ class Hit:
 
 
 class Searcher:
-    """Loads the shards of the configured model revision once; :meth:`search` is then cheap.
+    """Loads the shards (each segment of each) of the configured model revision once; :meth:`search`
+    is then cheap.
 
     Raises FileNotFoundError when the lake has no index for that model revision (run the
     ``index`` stage) and ValueError for a catalog-mode lake.
@@ -59,7 +61,7 @@ class Searcher:
             raise FileNotFoundError(
                 f"no index for {self.embed.model_label} revision {self.embed.model_revision} in {root}: run the index stage")
         self.shards = []
-        for row in sorted(rows, key=lambda r: r["shard"]):
+        for row in sorted(rows, key=lambda r: (r["shard"], r.get("segment") or 0)):   # each segment of each shard
             path = lake.under_root(root, row["path"])
             index = faiss.deserialize_index(np.frombuffer(lake.read_bytes(path), np.uint8))
             ids = lake.read_parquet(path + ".ids.parquet")

@@ -403,12 +403,18 @@ GOLD_INDEX_MANIFEST = TableSpec(
         ("model", _STR, False),
         ("model_revision", _STR, False),
         ("shard", _INT, False),
+        # 0, 1, ...: the shard's segments, each its own index (a new crawl's vectors add one); added
+        # with segments, a row from before holds the whole shard (read as segment 0)
+        ("segment", _INT, True),
         # the FAISS index file, relative to the lake root when under it; <path>.ids.parquet maps its rows
         ("path", _STR, False),
         ("index_type", _STR, False),      # the type built (a small shard falls back to flat)
         ("rows", _LONG, False),
         ("dim", _INT, False),
-        ("fingerprint", _STR, False),     # of the shard's (doc_id, chunk_id) set: unchanged = not rebuilt
+        ("fingerprint", _STR, False),     # of the segment's rows and the index settings
+        # the segment's row hashes summed mod 2**64: a full run tells an unchanged shard by the sums
+        # of its segments (added with segments; null before, and then that shard is rebuilt)
+        ("row_hash_sum", _LONG, True),
         ("ef_search", _INT, False),       # search-time settings tuned to index.target_recall
         ("nprobe", _INT, False),
         ("refine_k_factor", _INT, False),  # 0: no exact re-ranking
@@ -417,15 +423,16 @@ GOLD_INDEX_MANIFEST = TableSpec(
         ("built_at", _TS, False),
         ("build_s", _DBL, False),
     ),
-    keys=("model", "model_revision", "shard"),
-    description="One row per FAISS index shard of gold.embeddings.",
+    keys=("model", "model_revision", "shard", "segment"),
+    description="One row per segment of a FAISS index shard of gold.embeddings.",
     engine="auto",
     expectations=(
-        *not_null("model", "model_revision", "shard", "path", "index_type", "rows", "dim", "fingerprint",
-                  "ef_search", "nprobe", "refine_k_factor", "tuned_recall", "embeddings_version", "built_at",
-                  "build_s"),
-        unique("model", "model_revision", "shard"),
+        *not_null("model", "model_revision", "shard", "segment", "path", "index_type", "rows", "dim",
+                  "fingerprint", "ef_search", "nprobe", "refine_k_factor", "tuned_recall", "embeddings_version",
+                  "built_at", "build_s"),
+        unique("model", "model_revision", "shard", "segment"),
         between("shard", 0),
+        between("segment", 0),
         between("rows", 0),
         between("dim", 1),
         between("ef_search", 0),

@@ -152,20 +152,6 @@ def _unwrap(index: faiss.Index):
     return index, ivf, hnsw
 
 
-def stored_vectors(index: faiss.Index) -> np.ndarray | None:
-    """(ntotal, dim) float32: the vectors ``index`` holds exactly, in id order (a flat index's, an
-    HNSW graph's flat storage, an IVF-PQ index's refinement stage), or None when it holds only
-    their PQ codes (IVF-PQ with ``refine_k_factor: 0``)."""
-    outer, ivf, _ = _unwrap(index)
-    if isinstance(outer, faiss.IndexRefine):
-        exact = faiss.downcast_index(outer.refine_index)
-    elif ivf is None:
-        exact = outer
-    else:
-        return None
-    return exact.reconstruct_n(0, exact.ntotal)
-
-
 def apply_search_params(index: faiss.Index, params: IndexConfig) -> None:
     """Set ef_search (HNSW), nprobe (IVF, at most nlist) and k_factor (refine) on ``index`` in place."""
     index, ivf, hnsw = _unwrap(index)

@@ -378,7 +378,7 @@ def test_search_without_an_index_is_a_clear_error(tmp_path):
         Searcher(lake_config(tmp_path, "embed.device=cpu"))
 
 
-def test_index_rebuilds_only_the_shard_whose_documents_changed_and_extends_one_that_only_gained(spark, lake, indexed, tmp_path):
+def test_index_rebuilds_only_the_shard_whose_documents_changed_and_adds_a_segment_to_one_that_only_gained(spark, lake, indexed, tmp_path):
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
@@ -404,25 +404,48 @@ def test_index_rebuilds_only_the_shard_whose_documents_changed_and_extends_one_t
     assert (forced.notes["mode"], forced.notes["full_because"]) == ("full", "--full")
     assert forced.notes["shards_rebuilt"] == indexed.result.notes["shards"] and forced.notes["shards_unchanged"] == 0
     assert removed not in {h.doc_id for h in Searcher(cfg2).search(sentence, k=10)}
-    # the document comes back: its shard only gains rows, so its stored index is extended
+    # the document comes back: its shard only gains rows, which become a new segment of it
     lake2.overwrite(SILVER_DOCUMENTS_CLEAN, clean)
     run_pipeline(cfg2, stages=("embed",))
     back = run_pipeline(cfg2, stages=("index",))[-1].result
     assert (back.notes["shards_extended"], back.notes["shards_rebuilt"]) == (1, 0)
     assert back.notes["mode"] == "incremental"
-    assert back.rows_in == len(vectors(spark, Path(cfg2.lake.root), f"doc_id = '{removed}'"))   # the added rows alone
-    built_once = {r.shard: (r.rows, r.fingerprint) for r in read_table(spark, Path(lake[0].lake.root), "gold.index_manifest").collect()}
-    assert {r.shard: (r.rows, r.fingerprint) for r in lake2.read(GOLD_INDEX_MANIFEST).collect()} == built_once
-    for r in lake2.read(GOLD_INDEX_MANIFEST).collect():   # the extended row map maps every vector once
-        assert r.tuned_recall >= cfg2.index.target_recall, r   # and its graph reaches them
-        ids = pq.read_table(shard_uri(cfg2.lake.root, r.path) + ".ids.parquet")
-        assert ids.num_rows == r.rows == len(set(zip(ids.column("doc_id").to_pylist(), ids.column("chunk_id").to_pylist())))
+    assert back.notes["segments"] == back.notes["shards"] + 1
+    added = len(vectors(spark, Path(cfg2.lake.root), f"doc_id = '{removed}'"))
+    assert back.rows_in == added   # the added rows alone
+    manifest = lake2.read(GOLD_INDEX_MANIFEST).collect()
+    (grown,) = {r.shard for r in manifest if r.segment == 1}
+    assert sorted(r.segment for r in manifest if r.shard == grown) == [0, 1]
+    assert next(r.rows for r in manifest if r.shard == grown and r.segment == 1) == added
+
+    def per_shard(rows):   # the shard's rows and row-hash sum, whatever its segments
+        from pipelines.stages.index import hash_sum
+        return {s: (sum(r.rows for r in rows if r.shard == s), hash_sum(r.row_hash_sum for r in rows if r.shard == s))
+                for s in {r.shard for r in rows}}
+
+    built_once = read_table(spark, Path(lake[0].lake.root), "gold.index_manifest").collect()
+    assert per_shard(manifest) == per_shard(built_once)
+    for s in {r.shard for r in manifest}:   # the segments' row maps map every vector of the shard once
+        mapped = []
+        for r in (r for r in manifest if r.shard == s):
+            assert r.tuned_recall >= cfg2.index.target_recall, r   # and each graph reaches them
+            ids = pq.read_table(shard_uri(cfg2.lake.root, r.path) + ".ids.parquet")
+            assert ids.num_rows == r.rows
+            mapped += list(zip(ids.column("doc_id").to_pylist(), ids.column("chunk_id").to_pylist()))
+        assert len(mapped) == len(set(mapped))
     assert Searcher(cfg2).search(sentence, k=1)[0].doc_id == removed
+    # a full pass over every vector (another segment limit changes the config, not the settings)
+    # finds every shard, segments and all, unchanged
+    cfg3 = cfg2.model_copy(update={"index": cfg2.index.model_copy(update={"max_segments": 4})})
+    again = run_pipeline(cfg3, stages=("index",))[-1].result
+    assert (again.notes["full_because"], again.notes["shards_unchanged"]) == ("index config changed", again.notes["shards"])
+    key = lambda r: (r.shard, r.segment)   # noqa: E731
+    assert sorted(lake2.read(GOLD_INDEX_MANIFEST).collect(), key=key) == sorted(manifest, key=key)
 
 
-def test_a_shard_that_cannot_be_extended_from_the_added_rows_is_rebuilt_from_all_of_them(spark, lake, indexed, tmp_path):
-    """IVF-PQ on shards too small to train it: they are stored flat, so a shard that gains rows is
-    not extended from the added ones but rebuilt from all its rows."""
+def test_a_shard_at_its_segment_limit_is_rebuilt_from_all_its_rows(spark, lake, indexed, tmp_path):
+    """``index.max_segments: 1``: a shard that gains rows cannot take a new segment, so it is
+    rebuilt from all its rows as one (compacted)."""
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
@@ -431,13 +454,13 @@ def test_a_shard_that_cannot_be_extended_from_the_added_rows_is_rebuilt_from_all
     from schemas.catalog import GOLD_INDEX_MANIFEST, SILVER_DOCUMENTS_CLEAN
 
     cfg2, lake2 = copy_lake(spark, lake[0], tmp_path)
-    cfg2 = cfg2.model_copy(update={"index": cfg2.index.model_copy(update={"type": "ivfpq"})})
+    cfg2 = cfg2.model_copy(update={"index": cfg2.index.model_copy(update={"max_segments": 1})})
     clean = lake2.read(SILVER_DOCUMENTS_CLEAN).localCheckpoint()
     removed = sorted(r.doc_id for r in clean.select("doc_id").collect())[0]
     lake2.overwrite(SILVER_DOCUMENTS_CLEAN, clean.filter(F.col("doc_id") != removed))
     run_pipeline(cfg2, stages=("embed",))
     first = run_pipeline(cfg2, stages=("index",))[-1].result
-    assert (first.notes["full_because"], first.notes["built_types"]) == ("index config changed", "flat")
+    assert (first.notes["full_because"], first.notes["shards_rebuilt"]) == ("index config changed", 1)
     lake2.overwrite(SILVER_DOCUMENTS_CLEAN, clean)
     run_pipeline(cfg2, stages=("embed",))
     back = run_pipeline(cfg2, stages=("index",))[-1].result
@@ -445,6 +468,7 @@ def test_a_shard_that_cannot_be_extended_from_the_added_rows_is_rebuilt_from_all
     assert (back.notes["shards_extended"], back.notes["shards_rebuilt"]) == (0, 1)
     assert back.notes["shards_unchanged"] == back.notes["shards"] - 1
     manifest = lake2.read(GOLD_INDEX_MANIFEST).collect()
+    assert {m.segment for m in manifest} == {0} and len(manifest) == back.notes["shards"]
     mapped = []
     for m in manifest:
         ids = pq.read_table(shard_uri(cfg2.lake.root, m.path) + ".ids.parquet")
@@ -455,3 +479,40 @@ def test_a_shard_that_cannot_be_extended_from_the_added_rows_is_rebuilt_from_all
         shard_uri(cfg2.lake.root, m.path) + ".ids.parquet").column("doc_id").to_pylist())
     added = len(vectors(spark, Path(cfg2.lake.root), f"doc_id = '{removed}'"))
     assert back.rows_in == added + rebuilt.rows   # the added rows, then all of the shard's
+
+
+def test_an_index_written_before_segments_gets_them(spark, lake, indexed, tmp_path):
+    """A manifest without ``segment`` and ``row_hash_sum`` (an earlier crawlake): its rows read as
+    segment 0 of their shard. A shard that gained vectors gets segment 1 beside its stored one (its
+    row map has the row hashes); a full pass, which cannot tell an unchanged shard without its
+    row-hash sums, rebuilds the others once, and then the grown one."""
+    from pyspark.sql import functions as F
+
+    from pipelines.runner import run_pipeline
+    from pipelines.search import Searcher
+    from schemas.catalog import GOLD_INDEX_MANIFEST, SILVER_DOCUMENTS_CLEAN
+
+    cfg2, lake2 = copy_lake(spark, lake[0], tmp_path)
+    clean = lake2.read(SILVER_DOCUMENTS_CLEAN).localCheckpoint()
+    texts = {r.doc_id: r.text for r in clean.collect()}
+    removed, sentence = next(iter(english_queries(texts).items()))
+    lake2.overwrite(SILVER_DOCUMENTS_CLEAN, clean.filter(F.col("doc_id") != removed))
+    run_pipeline(cfg2, stages=("embed", "index"))
+    path = str(Path(cfg2.lake.root) / "gold" / "index_manifest")   # as an earlier crawlake left it
+    before = spark.read.format("delta").load(path).drop("segment", "row_hash_sum")
+    spark.createDataFrame(before.collect(), before.schema).write.format("delta").mode("overwrite") \
+        .option("overwriteSchema", "true").save(path)
+    lake2.overwrite(SILVER_DOCUMENTS_CLEAN, clean)
+    back = [r.result for r in run_pipeline(cfg2, stages=("embed", "index"))][-1]
+    shards = back.notes["shards"]
+    assert (back.notes["mode"], back.notes["shards_extended"], back.notes["shards_rebuilt"]) == ("full", 1, shards - 1)
+    manifest = lake2.read(GOLD_INDEX_MANIFEST).collect()
+    assert sorted(r.segment for r in manifest) == [0] * shards + [1]
+    (grown,) = {r.shard for r in manifest if r.segment == 1}
+    assert {r.shard for r in manifest if r.row_hash_sum is None} == {grown}   # its segment 0, from before
+    assert Searcher(cfg2).search(sentence, k=1)[0].doc_id == removed
+    cfg3 = cfg2.model_copy(update={"index": cfg2.index.model_copy(update={"max_segments": 4})})
+    full = run_pipeline(cfg3, stages=("index",))[-1].result
+    assert (full.notes["shards_rebuilt"], full.notes["shards_unchanged"], full.notes["segments"]) == (1, shards - 1, shards)
+    assert all(r.row_hash_sum is not None for r in lake2.read(GOLD_INDEX_MANIFEST).collect())
+    assert Searcher(cfg3).search(sentence, k=1)[0].doc_id == removed

@@ -11,7 +11,8 @@ C. the excerpt changes (cut to its first record, its warcinfo) and the next run 
    its documents leave every table, which are again A's.
 
 What may differ, as README's "Incremental runs" says: token sequences' layout (which sequence
-holds a document's tokens; the documents and their tokens are the same) and
+holds a document's tokens; the documents and their tokens are the same), index shards' segments
+(which segment of a shard holds a vector; each shard holds the same vectors) and
 ``gold.index_manifest.embeddings_version`` (a Delta version of ``gold.embeddings``, whose history
 differs); times, run ids and file paths always do.
 """
@@ -37,21 +38,33 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 #: Beyond the columns that differ between any two runs (test_cluster.VOLATILE; input files are
 #: compared by name there too): a Delta version of gold.embeddings, whose history differs.
 HISTORY = ("embeddings_version",)
-#: The WARC flow's tables whose rows equal whatever the history (the token tables: see LAYOUT).
+#: The WARC flow's tables whose rows equal whatever the history (the token tables and the index
+#: manifest's rows: see LAYOUT; the manifest is compared by shard, whatever its segments).
 SAME_ROWS = ("bronze.documents", "bronze.quarantine", "ops.ingest_log", "silver.documents_dedup",
              "silver.duplicate_clusters", "silver.dedup_index", "silver.documents_clean",
              "silver.filter_decisions", "gold.index_manifest", "gold.embeddings")
-LAYOUT = ("gold.token_sequences", "gold.document_tokens")
+LAYOUT = ("gold.token_sequences", "gold.document_tokens", "gold.index_manifest")
 EXCERPT = ENGINE_WARCS[0]
+
+
+def _index_shards(root: str) -> list[tuple]:
+    """Each index shard's model, revision, shard, dim, rows and row-hash sum, over its segments."""
+    from pipelines.stages.index import hash_sum
+
+    shards: dict[tuple, list[dict]] = {}
+    for r in lake_read.read_spec(TABLES["gold.index_manifest"], root).to_pylist():
+        shards.setdefault((r["model"], r["model_revision"], r["shard"], r["dim"]), []).append(r)
+    return sorted((*k, sum(r["rows"] for r in v), hash_sum(r["row_hash_sum"] for r in v)) for k, v in shards.items())
 
 
 def _snapshot(root: str) -> dict:
     out = {t: rows(root, t, skip=HISTORY) for t in SAME_ROWS}
+    out["gold.index_manifest"] = _index_shards(root)
     seq_len = lake_config(Path(root)).tokenize.seq_len
     out["streams"] = _streams(lake_read.read_spec(TABLES["gold.token_sequences"], root).to_pylist(), seq_len)
     out["document_tokens"] = sorted((r["doc_id"], r["num_tokens"]) for r in
                                     lake_read.read_spec(TABLES["gold.document_tokens"], root).to_pylist())
-    out["layout"] = {t: rows(root, t) for t in LAYOUT}
+    out["layout"] = {t: rows(root, t, skip=HISTORY) for t in LAYOUT}
     return out
 
 

@@ -80,8 +80,10 @@ def _spark_literals() -> dict:
             ("char_end", _INT, False), ("vector", ArrayType(FloatType(), False), False), ("dim", _INT, False),
             ("model", _STR, False), ("model_revision", _STR, False)),
         "gold.index_manifest": _s(
-            ("model", _STR, False), ("model_revision", _STR, False), ("shard", _INT, False), ("path", _STR, False),
-            ("index_type", _STR, False), ("rows", _LONG, False), ("dim", _INT, False), ("fingerprint", _STR, False),
+            ("model", _STR, False), ("model_revision", _STR, False), ("shard", _INT, False),
+            ("segment", _INT, True),   # added with index segments
+            ("path", _STR, False), ("index_type", _STR, False), ("rows", _LONG, False), ("dim", _INT, False),
+            ("fingerprint", _STR, False), ("row_hash_sum", _LONG, True),   # added with index segments
             ("ef_search", _INT, False), ("nprobe", _INT, False), ("refine_k_factor", _INT, False),
             ("tuned_recall", _DBL, False), ("embeddings_version", _LONG, False), ("built_at", _TS, False),
             ("build_s", _DBL, False)),

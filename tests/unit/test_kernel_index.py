@@ -14,7 +14,6 @@ from pipelines.kernels.index import (
     recall_at_k,
     save_index,
     search,
-    stored_vectors,
 )
 
 DIM = 64
@@ -128,26 +127,6 @@ def test_save_load_round_trip(tmp_path, clustered, built, kind):
     np.testing.assert_array_equal(s0, s1)
 
 
-@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivfpq"])
-def test_stored_vectors_are_the_added_ones_bit_for_bit_after_a_round_trip(tmp_path, clustered, built, kind):
-    """What an extended shard tunes on: the exact vectors its index holds, in id order (IVF-PQ:
-    its refinement stage's), also after more are added to the stored index."""
-    x, _ = clustered
-    path = tmp_path / f"{kind}.faiss"
-    save_index(built[kind][0], str(path))
-    loaded = load_index(str(path), IndexConfig(type=kind))
-    loaded.add(x[:5])
-    got = stored_vectors(loaded)
-    assert got.dtype == np.float32 and got.shape == (len(x) + 5, DIM)
-    np.testing.assert_array_equal(got, np.vstack([x, x[:5]]))
-
-
-def test_stored_vectors_of_pq_codes_alone_is_none(clustered):
-    x, _ = clustered
-    index, _ = build_index(x, IndexConfig(type="ivfpq", refine_k_factor=0, nlist=64, pq_m=8, nbits=6))
-    assert stored_vectors(index) is None
-
-
 def test_search_params_are_applied(clustered, exact, built):
     x, q = clustered
     index, _ = built["ivfpq"]
@@ -242,3 +221,30 @@ def test_tune_search_reaches_the_target_on_unseen_queries():
     assert recall_at_k(after, exact, 10) >= 0.93
     flat_tuned, r = tune_search(flat, x, IndexConfig(type="flat"), 0.95)
     assert r == 1.0 and flat_tuned == IndexConfig(type="flat")
+
+
+def test_segments_each_tuned_reach_the_target_together():
+    """A shard stored as segments (a new crawl's vectors in their own small index), each tuned on
+    its own vectors: searching every segment and merging the top k keeps the recall against exact
+    search over all the shard's rows, for queries none of them saw."""
+    from pipelines.kernels.index import tune_search
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((6000, 48)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    q = rng.standard_normal((200, 48)).astype(np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    params = IndexConfig(type="hnsw", hnsw_m=8, ef_construction=40, ef_search=16)
+    bounds = [0, 5000, 5700, len(x)]   # the history, then two crawls
+    scores, ids = [], []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        segment, _ = build_index(x[lo:hi], params)
+        tuned, sample_recall = tune_search(segment, x[lo:hi], params, 0.95)
+        assert sample_recall >= 0.95
+        s, i = search(segment, q, 10, tuned)
+        scores.append(s)
+        ids.append(i)
+    _, seg, local = merge_topk(scores, ids, 10)
+    flat, _ = build_index(x, IndexConfig(type="flat"))
+    _, exact = search(flat, q, 10)
+    assert recall_at_k(np.asarray(bounds[:-1])[seg] + local, exact, 10) >= 0.93
