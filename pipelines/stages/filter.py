@@ -23,9 +23,11 @@ the same ``doc_id`` comes from a re-ingest with other ingest settings, which ing
 full rebuild: this stage then rebuilds in full too, ``upstream=("ingest",)``.) Each table is published with
 :class:`~pipelines.lake.Keys`: in one commit the new documents' rows are added and the rows of
 documents that left are removed. The run costs the kernel over the new documents only, plus
-reading those keys and the rows of the input's files added since this stage's last successful run
-(a version diff of its log, :meth:`pipelines.lake.Lake.read` ``added_since``), where every
-undecided document is: that run decided every document of the version it started from.
+reading the rows of the input's files added since this stage's last successful run (a version
+diff of its log, :meth:`pipelines.lake.Lake.read` ``added_since``), where every undecided document
+is: that run decided every document of the version it started from. The keys of the input and the
+outputs are read (to find what leaves) only when the input's log shows rows removed since that
+run; otherwise nothing left, and the run reads nothing of the history.
 
 **Full rebuild.** On the first run, with ``crawlake run --full [filter]``, when the ``filter``
 config section (preset, thresholds, languages, lists — and the content of the blocklist and
@@ -99,7 +101,17 @@ def run(ctx: StageContext) -> StageResult:
             docs = docs.repartition(cores)
     else:
         since = incremental.last_input_version(ctx, "filter", SILVER_DOCUMENTS_DEDUP)
-        docs, replace, removed = _increment(lake, docs, lake.read(SILVER_DOCUMENTS_DEDUP, added_since=since), cores)
+        added = lake.read(SILVER_DOCUMENTS_DEDUP, added_since=since)
+        if lake.removed_rows_since(SILVER_DOCUMENTS_DEDUP, since):
+            docs, replace, removed = _increment(lake, docs, added, cores)
+        else:
+            # Nothing left the input since the last run, which decided every document of the
+            # version it started from, and a run that died part way makes this one full (the
+            # plan): the rows added since are the undecided documents (with a compaction's
+            # rewritten rows at most, decided again and replaced by key), nothing leaves the
+            # outputs, and no key of the history is read.
+            docs, replace = added.repartition(cores), {kind: Keys("doc_id") for kind in OUTPUTS}
+            removed = {spec.qualified_name: 0 for spec in OUTPUTS.values()}
     with ctx.staging(OUTPUTS) as staging:
         task = partial(_filter_to_files, params=params, targets=staging.targets)
         details = [json.loads(r.detail) for r in docs.mapInArrow(task, "detail string").collect()]
