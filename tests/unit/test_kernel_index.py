@@ -200,16 +200,23 @@ def test_bad_input_raises(clustered):
         search(index, q, 0)
 
 
+def sphere(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """6,000 uniform unit vectors in 48 dimensions and 200 unseen query vectors: hard for HNSW at
+    low effort, so tuning has something to do."""
+    rng = np.random.default_rng(seed)
+    return unit(rng.standard_normal((6000, 48))), unit(rng.standard_normal((200, 48)))
+
+
+#: HNSW settings too low for ``sphere`` data until tuned.
+LOW_EFFORT = IndexConfig(type="hnsw", hnsw_m=8, ef_construction=40, ef_search=16)
+
+
 def test_tune_search_reaches_the_target_on_unseen_queries():
     """Tuned on the shard's own vectors, the recall holds for queries the index never saw."""
     from pipelines.kernels.index import tune_search
 
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal((6000, 48)).astype(np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    q = rng.standard_normal((200, 48)).astype(np.float32)
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
-    params = IndexConfig(type="hnsw", hnsw_m=8, ef_construction=40, ef_search=16)
+    x, q = sphere(3)
+    params = LOW_EFFORT
     index, _ = build_index(x, params)
     flat, _ = build_index(x, IndexConfig(type="flat"))
     _, exact = search(flat, q, 10)
@@ -229,12 +236,8 @@ def test_segments_each_tuned_reach_the_target_together():
     search over all the shard's rows, for queries none of them saw."""
     from pipelines.kernels.index import tune_search
 
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((6000, 48)).astype(np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    q = rng.standard_normal((200, 48)).astype(np.float32)
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
-    params = IndexConfig(type="hnsw", hnsw_m=8, ef_construction=40, ef_search=16)
+    x, q = sphere(5)
+    params = LOW_EFFORT
     bounds = [0, 5000, 5700, len(x)]   # the history, then two crawls
     scores, ids = [], []
     for lo, hi in zip(bounds[:-1], bounds[1:]):
