@@ -133,7 +133,7 @@ def _build_shard(table: pa.Table, *, whole: bool, directory: str, params: IndexC
     index, built = build_index(vectors, params)
     tuned, recall = tune_search(index, vectors, params, target_recall) if target_recall > 0 else (params, float("nan"))
     row_map = rows.select(list(ROW_MAP_COLUMNS))
-    hashes = hash_sum(row_map.column("row_hash").to_numpy().astype(object))
+    hashes = hash_sum(row_map.column("row_hash").to_pylist())
     fp = fingerprint(settings, len(row_map), hashes)
     path = f"{directory}/shard-{shard:05d}-{segment:04d}-{fp[:12]}.faiss"
     with fsspec.open(path, "wb", auto_mkdir=True) as f:
