@@ -101,17 +101,8 @@ def run(ctx: StageContext) -> StageResult:
             docs = docs.repartition(cores)
     else:
         since = incremental.last_input_version(ctx, "filter", SILVER_DOCUMENTS_DEDUP)
-        added = lake.read(SILVER_DOCUMENTS_DEDUP, added_since=since)
-        if lake.removed_rows_since(SILVER_DOCUMENTS_DEDUP, since):
-            docs, replace, removed = _increment(lake, docs, added, cores)
-        else:
-            # Nothing left the input since the last run, which decided every document of the
-            # version it started from, and a run that died part way makes this one full (the
-            # plan): the rows added since are the undecided documents (with a compaction's
-            # rewritten rows at most, decided again and replaced by key), nothing leaves the
-            # outputs, and no key of the history is read.
-            docs, replace = added.repartition(cores), {kind: Keys("doc_id") for kind in OUTPUTS}
-            removed = {spec.qualified_name: 0 for spec in OUTPUTS.values()}
+        look = lake.removed_rows_since(SILVER_DOCUMENTS_DEDUP, since)
+        docs, replace, removed = _increment(lake, docs, lake.read(SILVER_DOCUMENTS_DEDUP, added_since=since), cores, look)
     with ctx.staging(OUTPUTS) as staging:
         task = partial(_filter_to_files, params=params, targets=staging.targets)
         details = [json.loads(r.detail) for r in docs.mapInArrow(task, "detail string").collect()]
@@ -145,15 +136,24 @@ def run(ctx: StageContext) -> StageResult:
     return StageResult(rows_in=rows_in, rows_out=rows_out, notes=notes)
 
 
-def _increment(lake, docs, added, cores: int):
+def _increment(lake, docs, added, cores: int, look_for_removed: bool):
     """What an incremental run does: ``(documents to decide, {kind: Keys}, {table: documents
     removed})``. ``added``: the input's rows committed since this stage's last run (a superset),
-    where the undecided documents are; only they are read beyond their keys. Reads the ``doc_id``
+    where the undecided documents are; only they are read beyond their keys.
+
+    Unless ``look_for_removed`` (rows left the input since this stage's last run: a version
+    diff), nothing can leave the outputs, since a run that died part way makes the next one full
+    (the plan): the added rows are then decided (a compaction's rewritten rows among them decided
+    again, their rows replaced by key) and no key is read. Otherwise reads the ``doc_id``
     keys of the input, the clean rows and the decisions'
     :data:`~pipelines.kernels.filters.presets.LANGUAGE` rows (one per decided document);
     collects to the driver only the keys that leave an output: decided documents no longer in the input, and clean rows
     not both decided and in the input (of documents that left, or left behind by a run that died
     between its two commits, whose documents are decided again now)."""
+    if not look_for_removed:
+        return added.repartition(cores), {kind: Keys("doc_id") for kind in OUTPUTS}, dict.fromkeys(
+            (spec.qualified_name for spec in OUTPUTS.values()), 0)
+
     def flags(df, mark: str):   # doc_id and which of (i)nput, (d)ecisions, (c)lean holds it
         return df.select("doc_id", *(F.lit(name == mark).alias(name) for name in "idc"))
 
