@@ -122,13 +122,15 @@ display(
 # MAGIC %md
 # MAGIC ## Vector index
 # MAGIC
-# MAGIC One row per FAISS shard: the type built, rows, the search settings tuned to the target recall.
+# MAGIC One row per segment of a FAISS shard (a new crawl's vectors become a segment of their own):
+# MAGIC the type built, rows, the search settings tuned to the target recall.
 
 # COMMAND ----------
 
 display(load("gold.index_manifest")
-        .select("model", "shard", "index_type", "rows", "dim", "ef_search", "nprobe", "tuned_recall", "embeddings_version")
-        .orderBy("model", "shard"))
+        .select("model", "shard", "segment", "index_type", "rows", "dim", "ef_search", "nprobe", "tuned_recall",
+                "embeddings_version")
+        .orderBy("model", "shard", "segment"))
 
 # COMMAND ----------
 
