@@ -256,11 +256,12 @@ def run(ctx: StageContext) -> StageResult:
                 .collect())
         current = {r.shard: (r.n, hash_sum([int(r.h)])) for r in sums}
 
-        def unchanged(segments: list[dict], n: int, h: int) -> bool:
+        def unchanged(stored_rows: list[dict], n: int, h: int) -> bool:
             # every segment built with these settings, together holding the shard's rows
             return (all(e["row_hash_sum"] is not None
-                        and e["fingerprint"] == fingerprint(settings, e["rows"], e["row_hash_sum"]) for e in segments)
-                    and sum(e["rows"] for e in segments) == n and hash_sum(e["row_hash_sum"] for e in segments) == h)
+                        and e["fingerprint"] == fingerprint(settings, e["rows"], e["row_hash_sum"]) for e in stored_rows)
+                    and sum(e["rows"] for e in stored_rows) == n
+                    and hash_sum(e["row_hash_sum"] for e in stored_rows) == h)
 
         keep = {s for s in stored if s in current and unchanged(old[s], *current[s])}
         todo = sorted(set(current) - keep)
