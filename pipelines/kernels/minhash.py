@@ -70,7 +70,11 @@ def normalize_texts(texts: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray
 
 def text_hashes(texts: Sequence[str | None]) -> list[str]:
     """:func:`text_hash` of many texts (None as ""), through :func:`normalize_texts`."""
-    data, offsets = normalize_texts(texts)
+    return _packed_hashes(*normalize_texts(texts))
+
+
+def _packed_hashes(data: np.ndarray, offsets: np.ndarray) -> list[str]:
+    """sha256 hex of each packed normalized text (:func:`normalize_texts`'s output)."""
     view, bounds = memoryview(data), offsets.tolist()
     return [hashlib.sha256(view[a:b]).hexdigest() for a, b in zip(bounds[:-1], bounds[1:])]
 
@@ -195,6 +199,7 @@ def band_hashes(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
 #: One row per document: what the incremental dedup index keeps of it.
 INDEX_SCHEMA = pa.schema([
     ("doc_id", pa.string()),
+    ("text_hash", pa.string()),               # exact-dedup key: text_hash(text)
     ("signature", pa.binary()),               # uint32[num_perm], little-endian; null: no shingles
     ("band_hashes", pa.list_(pa.int64())),    # int64[bands]; empty: no shingles
 ])
@@ -220,9 +225,11 @@ def estimated_jaccard(a: bytes | None, b: bytes | None) -> float | None:
 
 
 def signature_batch(batch: pa.RecordBatch, params: DedupConfig) -> pa.RecordBatch:
-    """``(doc_id, text)`` batch → one :data:`INDEX_SCHEMA` row per document.
+    """``(doc_id, text)`` batch → one :data:`INDEX_SCHEMA` row per document: both dedup keys from
+    one normalization of each text.
 
-    ``params`` is the ``dedup`` config section: word ``ngram`` shingles → MinHash signature
+    ``text_hash`` is :func:`text_hash`, the exact-duplicate key. ``params`` is the ``dedup`` config
+    section: word ``ngram`` shingles → MinHash signature
     (``num_perm`` permutations, ``seed``; Broder 1997) → LSH band hashes, ``bands`` of ``rows``
     values each, as the section gives them or :func:`optimal_bands_rows` picks them for
     ``threshold`` (:func:`lsh_bands_rows`; Leskovec et al., *Mining of Massive Datasets*, ch. 3). A document with no shingles (empty normalized text)
@@ -246,7 +253,7 @@ def signature_batch(batch: pa.RecordBatch, params: DedupConfig) -> pa.RecordBatc
     np.cumsum(np.where(counts > 0, bands, 0), out=list_offsets[1:])
     values = band_hashes(sigs, bands, rows).reshape(-1)
     return pa.RecordBatch.from_arrays(
-        [doc_ids, pa.array(signatures, pa.binary()),
+        [doc_ids, pa.array(_packed_hashes(data, offsets), pa.string()), pa.array(signatures, pa.binary()),
          pa.ListArray.from_arrays(pa.array(list_offsets), pa.array(values, pa.int64()))],
         schema=INDEX_SCHEMA,
     )

@@ -7,6 +7,9 @@ bronze when rows left it since, see below), and matches them
 against everything already kept through ``silver.dedup_index``, which holds each kept document's
 normalized-text hash, MinHash signature and LSH band hashes. Old documents are never re-hashed.
 
+Each new document's text is normalized and hashed once, for both keys: its normalized-text hash
+and its MinHash signature (an exact copy's signature is computed and not used).
+
 1. Exact: new documents with the same normalized-text hash as each other or as a kept document
    form a cluster.
 2. Near, on the new exact survivors: MinHash signatures (Broder 1997) and LSH band hashes
@@ -48,14 +51,12 @@ version (large-star/small-star, bucket caps) is its own piece of work.
 
 from __future__ import annotations
 
-from functools import partial
-
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
-from pyspark.sql.types import DoubleType, StringType
+from pyspark.sql.types import DoubleType
 
 from pipelines import incremental
 from pipelines.incremental import last_input_version
@@ -67,7 +68,6 @@ from pipelines.kernels.minhash import (
     lsh_bands_rows,
     shingle_jaccard,
     signature_batch,
-    text_hashes,
 )
 from pipelines.session import DOC_ID_BYTES, broadcast_if_fits, local_checkpoint
 from pipelines.stage import StageContext, StageResult
@@ -76,8 +76,6 @@ from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DEDUP_INDEX, SILVER_DOCUMEN
 
 #: Bytes of one band key row (band, band hash) as Spark holds it, rounded up: sizes a broadcast.
 BAND_KEY_BYTES = 32
-#: Bytes per permutation of a MinHash signature (one uint32 each, kernels.minhash): sizes a broadcast.
-SIGNATURE_BYTES_PER_PERM = 4
 #: The outputs, by the kind their staged files are published as.
 OUTPUTS = {"index": SILVER_DEDUP_INDEX, "clusters": SILVER_DUPLICATE_CLUSTERS, "documents": SILVER_DOCUMENTS_DEDUP}
 
@@ -105,11 +103,6 @@ def index_params(cfg: DedupConfig, bands: int, rows: int) -> str:
             f"bands={bands} rows={rows} verify={cfg.verify} keep={','.join(cfg.keep)}")
 
 
-@F.pandas_udf(StringType())
-def _text_hash(texts: pd.Series) -> pd.Series:
-    return pd.Series(text_hashes(texts.tolist()), index=texts.index, dtype=object)
-
-
 @F.pandas_udf(DoubleType())
 def _estimated_jaccard(a: pd.Series, b: pd.Series) -> pd.Series:
     return pd.Series([estimated_jaccard(x, y) for x, y in zip(a, b)], dtype="float64")
@@ -122,10 +115,20 @@ def _jaccard_udf(ngram: int):
     return jaccard
 
 
-def _signatures_partition(batches, counter, **params):
-    for batch in batches:
-        counter.add(batch.num_rows)  # counts every document the kernel hashes, re-executions included
-        yield signature_batch(batch, **params)
+def _with_keys(docs: DataFrame, cfg: DedupConfig, counter) -> DataFrame:
+    """``docs`` plus the dedup keys of each, from one kernel pass over its text
+    (:func:`~pipelines.kernels.minhash.signature_batch`): ``text_hash``, ``signature`` and
+    ``band_hashes``, as :data:`INDEX_SCHEMA` types them. ``counter`` (an accumulator) counts the
+    documents hashed, re-executions included."""
+    keys = from_arrow_schema(pa.schema([f for f in INDEX_SCHEMA if f.name != "doc_id"]))
+
+    @F.arrow_udf(keys)
+    def hashed(doc_id: pa.Array, text: pa.Array) -> pa.Array:
+        counter.add(len(doc_id))
+        out = signature_batch(pa.RecordBatch.from_arrays([doc_id, text], names=["doc_id", "text"]), cfg)
+        return pa.StructArray.from_arrays(out.columns[1:], names=out.schema.names[1:])
+
+    return docs.withColumn("_keys", hashed("doc_id", "text")).select(*docs.columns, "_keys.*")
 
 
 def connected_components(edges: DataFrame, max_iterations: int, driver_max_edges: int = 0) -> DataFrame:
@@ -261,57 +264,58 @@ def _clusters(members: DataFrame, component: str, method: str, order: list[Colum
                     F.lit(method).alias("method")))
 
 
-def _exact_clusters(new: DataFrame, old: DataFrame, old_docs: DataFrame, keep_cols: list[str],
-                    order: list[Column], hint) -> DataFrame:
-    """Exact-duplicate cluster rows: new documents grouped by text hash with kept ones.
-    ``hint``: applied to the new documents' keys joined with the kept ones' (a broadcast hint)."""
+def _kept_candidates(new: DataFrame, old: DataFrame, old_docs: DataFrame, columns: list[str], hint) -> DataFrame:
+    """The kept documents a new one can meet: those that share a text hash or an LSH bucket
+    (band, band hash) with a new document, with their index columns and, from ``old_docs``,
+    ``columns`` (the keep rule's; text, to verify). Persisted, so that the steps after read neither table again; the
+    caller unpersists it.
+
+    ``hint``: applied to the new documents' keys joined with the kept ones' (a broadcast hint).
+    The candidates are found first (checkpointed) and counted, so that ``old_docs`` is narrowed to
+    them where it lies when their doc_ids fit a broadcast, rather than shuffled to meet them.
+    """
+    by_text = old.join(hint(new.select("text_hash")), "text_hash", "left_semi").select("doc_id")
+    by_band = (_band_rows(old).join(hint(_band_rows(new).select("band", "band_hash")), ["band", "band_hash"], "left_semi")
+               .select("doc_id"))
+    found = local_checkpoint(old.join(by_text.union(by_band), "doc_id", "left_semi"))
+    narrow = broadcast_if_fits(old.sparkSession, found.count() * DOC_ID_BYTES)
+    docs = old_docs.select("doc_id", *columns).join(narrow(found.select("doc_id")), "doc_id", "left_semi")
+    return found.join(docs, "doc_id", "left").persist()
+
+
+def _exact_clusters(new: DataFrame, candidates: DataFrame, keep_cols: list[str], order: list[Column]) -> DataFrame:
+    """Exact-duplicate cluster rows: new documents grouped by text hash with the
+    :func:`_kept_candidates` ``candidates``."""
     # Kept documents have distinct text hashes (each run removes exact copies), so at most one
     # old member per group.
-    old_hits = (old.select("doc_id", "text_hash").join(hint(new.select("text_hash")), "text_hash", "left_semi")
-                .join(old_docs.select("doc_id", *keep_cols), "doc_id", "left"))
     columns = ["text_hash", *keep_cols]
-    members = _members(new, columns, False).unionByName(_members(old_hits, columns, True))
+    hits = candidates.join(new.select("text_hash"), "text_hash", "left_semi")
+    members = _members(new, columns, False).unionByName(_members(hits, columns, True))
     return _clusters(members, "text_hash", "exact", order).withColumn("jaccard", F.lit(1.0))
 
 
-def _signatures(ctx: StageContext, docs: DataFrame, cfg: DedupConfig, bands: int, rows: int):
-    """(persisted :data:`INDEX_SCHEMA`-shaped rows of ``docs``, accumulator of documents hashed)."""
-    counter = ctx.spark.sparkContext.accumulator(0)
-    kernel = partial(_signatures_partition, counter=counter, params=cfg)   # bands x rows: the kernel's, from cfg
-    signatures = docs.select("doc_id", "text").mapInArrow(kernel, from_arrow_schema(INDEX_SCHEMA)).persist()
-    signatures.count()  # materialize once: every later use reads the cache
-    return signatures, counter
-
-
-def _near_clusters(survivors: DataFrame, signatures: DataFrame, old: DataFrame, old_docs: DataFrame,
-                   keep_cols: list[str], order: list[Column], cfg: DedupConfig, hint) -> DataFrame:
-    """Near-duplicate cluster rows (with ``jaccard``) of the new exact survivors and kept documents.
-    ``hint``: as for :func:`_exact_clusters`. The kept documents' texts, keep-rule columns and
-    signatures are read only for the documents in an edge or a component, whose doc_ids go to
-    every task when they fit the broadcast threshold (counted, not estimated)."""
-    spark = survivors.sparkSession
-    edges = _candidate_edges(signatures, old, hint)
+def _near_clusters(survivors: DataFrame, candidates: DataFrame, keep_cols: list[str], order: list[Column],
+                   cfg: DedupConfig) -> DataFrame:
+    """Near-duplicate cluster rows (with ``jaccard``) of the new exact survivors and the
+    :func:`_kept_candidates` ``candidates``, both with their signatures and band hashes."""
+    edges = _candidate_edges(survivors, candidates)
     if cfg.verify:
-        edges = _verified(edges, survivors.select("doc_id", "text"), old_docs.select("doc_id", "text"), cfg)
+        edges = _verified(edges, survivors.select("doc_id", "text").unionByName(candidates.select("doc_id", "text")), cfg)
     components = connected_components(edges, cfg.max_iterations, cfg.driver_components_max_edges)
-    ids = components.select("doc_id")
-    near = broadcast_if_fits(spark, components.count() * (DOC_ID_BYTES + SIGNATURE_BYTES_PER_PERM * cfg.num_perm))
-    old_in_components = (old.select("doc_id").join(near(ids), "doc_id", "left_semi")
-                         .join(near(old_docs.select("doc_id", *keep_cols).join(near(ids), "doc_id", "left_semi")),
-                               "doc_id", "left"))
-    members = _members(survivors, keep_cols, False).unionByName(_members(old_in_components, keep_cols, True))
+    members = _members(survivors, keep_cols, False).unionByName(_members(candidates, keep_cols, True))
     rows = _clusters(components.join(members, "doc_id"), "component", "near", order)
-    old_signatures = old.select("doc_id", "signature").join(near(ids), "doc_id", "left_semi")
-    return _with_jaccard(rows, near(signatures.select("doc_id", "signature").unionByName(old_signatures)))
+    return _with_jaccard(rows, survivors.select("doc_id", "signature").unionByName(candidates.select("doc_id", "signature")))
 
 
-def _candidate_edges(signatures: DataFrame, old: DataFrame, hint) -> DataFrame:
+def _band_rows(docs: DataFrame) -> DataFrame:
+    """(doc_id, band, band_hash): one row per LSH band of each document."""
+    return docs.select("doc_id", F.posexplode("band_hashes").alias("band", "band_hash"))
+
+
+def _candidate_edges(survivors: DataFrame, candidates: DataFrame) -> DataFrame:
     """``(src, dst)`` LSH candidate edges among new documents and from new to kept ones."""
-    def band_rows(df):
-        return df.select("doc_id", F.posexplode("band_hashes").alias("band", "band_hash"))
-
-    new_bands = band_rows(signatures)
-    old_bands = band_rows(old).join(hint(new_bands.select("band", "band_hash")), ["band", "band_hash"], "left_semi")
+    new_bands = _band_rows(survivors)
+    old_bands = _band_rows(candidates).join(new_bands.select("band", "band_hash"), ["band", "band_hash"], "left_semi")
     # Star edges: each bucket member links to the bucket's smallest doc_id. A window minimum (which
     # Spark sorts and spills) instead of collecting members, so a huge bucket never sits in memory
     # and no bucket's pairs are materialized.
@@ -321,19 +325,14 @@ def _candidate_edges(signatures: DataFrame, old: DataFrame, hint) -> DataFrame:
             .select("src", F.col("doc_id").alias("dst")).distinct())
 
 
-def _verified(edges: DataFrame, new_texts: DataFrame, old_texts: DataFrame, cfg: DedupConfig) -> DataFrame:
-    """The edges whose documents' exact shingle Jaccard reaches the threshold; ``new_texts`` and
-    ``old_texts`` are (doc_id, text) of the new and the kept documents.
+def _verified(edges: DataFrame, texts: DataFrame, cfg: DedupConfig) -> DataFrame:
+    """The edges whose documents' exact shingle Jaccard reaches the threshold; ``texts`` is
+    (doc_id, text) of at least every document in an edge.
 
     LSH false positives never join a cluster. Edges are star edges to the bucket's smallest doc_id,
     so a false positive that is that smallest doc can also hide a true pair in the same bucket
-    (rare; documented). The edges are computed once (checkpointed) and counted, so that the kept
-    texts are narrowed to the edges' documents where they lie when their doc_ids fit a broadcast.
+    (rare; documented).
     """
-    edges = local_checkpoint(edges)
-    ends = edges.select(F.col("src").alias("doc_id")).union(edges.select(F.col("dst").alias("doc_id")))
-    narrow = broadcast_if_fits(edges.sparkSession, 2 * edges.count() * DOC_ID_BYTES)
-    texts = new_texts.unionByName(old_texts).join(narrow(ends), "doc_id", "left_semi")
     return (edges.join(texts.withColumnRenamed("doc_id", "src").withColumnRenamed("text", "src_text"), "src")
             .join(texts.withColumnRenamed("doc_id", "dst").withColumnRenamed("text", "dst_text"), "dst")
             .filter(_jaccard_udf(cfg.ngram)("src_text", "dst_text") >= cfg.threshold)
@@ -382,7 +381,7 @@ def run(ctx: StageContext) -> StageResult:
     incremental), full_because (why full, or None), new_documents (decided in this run: new in
     bronze, or members of a dissolved cluster), documents_removed (decided documents that left
     bronze, see :func:`_retire_removed`), signatures_computed (documents
-    the MinHash kernel hashed: the new exact survivors), bands_x_rows, verified, exact_removed and
+    the MinHash kernel hashed: every new document, an exact copy too), bands_x_rows, verified, exact_removed and
     near_removed (this run's).
     Raises RuntimeError when connected components do not converge in ``dedup.max_iterations``.
     """
@@ -402,35 +401,36 @@ def run(ctx: StageContext) -> StageResult:
     # left it since: members of clusters dissolved for them (now, or by a run that died after
     # that) are in older files, so all of bronze is looked at then.
     since = None if retire else since
+    # Both keys of every new document in one pass over its text: the MinHash of an exact copy
+    # is wasted, a second pass (and normalization) of the survivors' texts is not made.
     # Checkpointed, not cached: recomputing it after this run's writes would find nothing new.
-    new = local_checkpoint(_new_documents(lake, incremental, since).withColumn("text_hash", _text_hash("text")))
+    hashed = ctx.spark.sparkContext.accumulator(0)
+    new = local_checkpoint(_with_keys(_new_documents(lake, incremental, since), cfg, hashed))
     rows_in = new.count()
     if incremental and rows_in == 0:
         return _result(None, 0, 0, 0, bands, rows, cfg, 0, 0, removed)
 
     # The new documents' keys (doc_ids, text hashes, band keys: at most rows_in x bands) joined
     # with the kept documents' go to every task when they fit Spark's broadcast threshold: the
-    # index is then read where it lies instead of shuffled to meet them, in every join below.
+    # index is then read where it lies instead of shuffled to meet them.
     hint = broadcast_if_fits(ctx.spark, rows_in * bands * BAND_KEY_BYTES)
     # Kept documents of earlier runs (none for a full run). A new document is never its own old
     # copy (a run that died after writing the index is redone).
     old = (lake.read(SILVER_DEDUP_INDEX) if incremental else _empty(lake, SILVER_DEDUP_INDEX))
     old = old.join(hint(new.select("doc_id")), "doc_id", "left_anti")
     old_docs = lake.read(SILVER_DOCUMENTS_DEDUP) if incremental else _empty(lake, SILVER_DOCUMENTS_DEDUP)
+    candidates = _kept_candidates(new, old, old_docs, keep_cols + (["text"] if cfg.verify else []), hint)
 
     # 1. Exact, among the new documents and against the kept ones.
-    exact_rows = local_checkpoint(_exact_clusters(new, old, old_docs, keep_cols, order, hint))
+    exact_rows = local_checkpoint(_exact_clusters(new, candidates, keep_cols, order))
     survivors = new.join(exact_rows.filter(~F.col("kept")).select("doc_id"), "doc_id", "left_anti")
 
-    # 2. Near, on the exact survivors: only they are hashed; kept documents' hashes come from the index.
-    signatures, hashed = _signatures(ctx, survivors, cfg, bands, rows)
-    near_rows = local_checkpoint(_near_clusters(survivors, signatures, old, old_docs, keep_cols, order, cfg, hint))
+    # 2. Near, on the exact survivors; kept documents' hashes come from the index.
+    near_rows = local_checkpoint(_near_clusters(survivors, candidates, keep_cols, order, cfg))
 
     # 3. Publish: the new kept documents, their index rows and this run's cluster rows.
     clusters = exact_rows.unionByName(near_rows)
     kept_new = (new.join(clusters.filter(~F.col("kept")).select("doc_id"), "doc_id", "left_anti")
-                .join(signatures.select("doc_id", "signature", "band_hashes"), "doc_id", "left")
-                .withColumn("band_hashes", F.coalesce("band_hashes", F.array().cast("array<bigint>")))
                 .withColumn("params", F.lit(params)))
     _publish(ctx, incremental, kept_new, clusters)
 
@@ -438,10 +438,9 @@ def run(ctx: StageContext) -> StageResult:
     # count per method gives what was kept too.
     removed_by = dict(clusters.filter(~F.col("kept")).groupBy("method").count().collect())
     exact_removed, near_removed = removed_by.get("exact", 0), removed_by.get("near", 0)
-    result = _result(full_because, rows_in, rows_in - exact_removed - near_removed, hashed.value,
-                     bands, rows, cfg, exact_removed, near_removed, removed)
-    signatures.unpersist()
-    return result
+    candidates.unpersist()
+    return _result(full_because, rows_in, rows_in - exact_removed - near_removed, hashed.value,
+                   bands, rows, cfg, exact_removed, near_removed, removed)
 
 
 def _publish(ctx: StageContext, incremental: bool, kept: DataFrame, clusters: DataFrame) -> None:

@@ -7,7 +7,7 @@ import pytest
 from conftest import real_file
 from datasketch import MinHash, MinHashLSH
 
-from pipelines.kernels.minhash import band_hashes, minhash_signature, optimal_bands_rows, word_shingles
+from pipelines.kernels.minhash import band_hashes, minhash_signature, optimal_bands_rows, text_hash, word_shingles
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +82,7 @@ def test_stage_kernel_signatures_bit_identical_to_datasketch_on_real_and_odd_tex
                                        names=["doc_id", "text"])
     out = signature_batch(batch, params)
     assert out.column("doc_id").to_pylist() == [str(i) for i in range(len(texts))]
+    assert out.column("text_hash").to_pylist() == [text_hash(t or "") for t in texts]
     bands, rows = lsh_bands_rows(params)
     for text, signature, hashes in zip(texts, out.column("signature").to_pylist(), out.column("band_hashes").to_pylist()):
         shingles = word_shingles(text or "", ngram)
