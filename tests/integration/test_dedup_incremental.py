@@ -238,9 +238,12 @@ def test_keep_policy_picks_the_kept_document_and_a_change_rebuilds(spark, tmp_pa
     assert read_table(spark, tmp_path, "silver.duplicate_clusters").filter(F.col("jaccard") != 1.0).count() == 0
 
 
-def test_verified_incremental_run_checks_new_to_kept_pairs(spark, tmp_path):
-    """dedup.verify=true on an incremental run: candidate pairs with kept documents are verified
-    by exact shingle Jaccard on the kept document's text from silver.documents_dedup."""
+@pytest.mark.parametrize("verify", ["true", "false"])
+def test_incremental_run_links_new_to_kept_pairs(spark, tmp_path, verify):
+    """An incremental run links a near copy to the kept document it shares LSH buckets with. With
+    dedup.verify=true the candidate pair is verified by exact shingle Jaccard on the kept
+    document's text from silver.documents_dedup; with false, the kept side's text is not read
+    and the LSH candidate stands."""
     from pipelines.runner import run_pipeline
     from pipelines.sample import SAMPLE_PAGES
     from pipelines.lake import Lake
@@ -250,10 +253,11 @@ def test_verified_incremental_run_checks_new_to_kept_pairs(spark, tmp_path):
                 "payload_bytes": 1}
     lake = Lake(spark, lake_config(tmp_path).lake)
     _write_bronze(spark, lake, [_bronze_row(template, "v-old", text, dt.datetime(2020, 1, 2))])
-    (first,) = run_pipeline(lake_config(tmp_path, "dedup.verify=true"), stages=("dedup",))
+    (first,) = run_pipeline(lake_config(tmp_path, f"dedup.verify={verify}"), stages=("dedup",))
     _write_bronze(spark, lake, [_bronze_row(template, "v-near", _replace_word(text, 30, "quite"), EARLY)])
-    (second,) = run_pipeline(lake_config(tmp_path, "dedup.verify=true"), stages=("dedup",))
+    (second,) = run_pipeline(lake_config(tmp_path, f"dedup.verify={verify}"), stages=("dedup",))
     assert (first.result.notes["mode"], second.result.notes["mode"]) == ("full", "incremental")
+    assert second.result.notes["verified"] is (verify == "true")
     assert second.result.notes["signatures_computed"] == 1 and second.result.notes["near_removed"] == 1
     row = read_table(spark, tmp_path, "silver.duplicate_clusters").filter(F.col("doc_id") == _doc_id("v-near")).first()
     assert row.cluster_id == _doc_id("v-old") and not row.kept and row.method == "near"
