@@ -189,9 +189,21 @@ def local_checkpoint(df: DataFrame) -> DataFrame:
     the loss of the executor holding it fails every later job that reads it
     (``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``); with two, Spark reads the other copy and re-runs
     only the lost tasks. A local session has one executor: one copy (``MEMORY_AND_DISK``)."""
+    return df.localCheckpoint(eager=True, storageLevel=_checkpoint_level(df))
+
+
+def counted_checkpoint(df: DataFrame, where: str | None = None) -> tuple[DataFrame, int]:
+    """:func:`local_checkpoint` of ``df`` and its number of rows (those matching the SQL
+    condition ``where``, when given), from one Spark job instead of two. The checkpoint is
+    marked lazily and the count, which computes every partition, materializes it: Spark stores
+    an RDD marked for checkpointing as the first job that computes it runs."""
+    checkpoint = df.localCheckpoint(eager=False, storageLevel=_checkpoint_level(df))
+    return checkpoint, (checkpoint if where is None else checkpoint.filter(where)).count()
+
+
+def _checkpoint_level(df: DataFrame) -> StorageLevel:
     local = df.sparkSession.sparkContext.master.startswith("local")
-    return df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK if local
-                              else StorageLevel.MEMORY_AND_DISK_2)
+    return StorageLevel.MEMORY_AND_DISK if local else StorageLevel.MEMORY_AND_DISK_2
 
 
 #: Bytes of one doc_id as Spark holds it (32 hex digits and the row's overhead), rounded up: sizes a broadcast.

@@ -69,7 +69,7 @@ from pipelines.kernels.minhash import (
     shingle_jaccard,
     signature_batch,
 )
-from pipelines.session import DOC_ID_BYTES, broadcast_if_fits, local_checkpoint
+from pipelines.session import DOC_ID_BYTES, broadcast_if_fits, counted_checkpoint, local_checkpoint
 from pipelines.stage import StageContext, StageResult
 from pipelines.lake import ALL, Keys, Lake
 from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DEDUP_INDEX, SILVER_DOCUMENTS_DEDUP, SILVER_DUPLICATE_CLUSTERS
@@ -143,8 +143,7 @@ def connected_components(edges: DataFrame, max_iterations: int, driver_max_edges
     converged after ``max_iterations`` rounds.
     """
     spark = edges.sparkSession
-    edges = local_checkpoint(edges.select("src", "dst"))
-    count = edges.count()
+    edges, count = counted_checkpoint(edges.select("src", "dst"))
     if count == 0:
         return spark.createDataFrame([], "doc_id string, component string")
     if count <= driver_max_edges:
@@ -155,11 +154,10 @@ def connected_components(edges: DataFrame, max_iterations: int, driver_max_edges
     for _ in range(max_iterations):
         proposals = (both.join(labels.withColumnRenamed("doc_id", "src"), "src")
                      .groupBy(F.col("dst").alias("doc_id")).agg(F.min("label").alias("proposal")))
-        updated = local_checkpoint(
+        updated, changed = counted_checkpoint(
             labels.join(proposals, "doc_id", "left")
             .select("doc_id", F.least("label", F.coalesce("proposal", "label")).alias("label"),
-                    (F.col("proposal") < F.col("label")).alias("changed")))
-        changed = updated.filter("changed").count()
+                    (F.col("proposal") < F.col("label")).alias("changed")), where="changed")
         labels = updated.drop("changed")
         if changed == 0:
             return labels.withColumnRenamed("label", "component")
@@ -213,8 +211,7 @@ def _retire_removed(lake: Lake) -> int:
     clusters = lake.read(SILVER_DUPLICATE_CLUSTERS)
     decided = (lake.read(SILVER_DOCUMENTS_DEDUP).select("doc_id").union(clusters.select("doc_id"))
                .union(lake.read(SILVER_DEDUP_INDEX).select("doc_id")).distinct())
-    removed = local_checkpoint(decided.join(lake.read(BRONZE_DOCUMENTS).select("doc_id"), "doc_id", "left_anti"))
-    count = removed.count()
+    removed, count = counted_checkpoint(decided.join(lake.read(BRONZE_DOCUMENTS).select("doc_id"), "doc_id", "left_anti"))
     if count:
         # A cluster whose kept document was taken down has no kept row (crawlake forget deleted
         # it): its copies stay removed, only the removed documents' own rows go.
@@ -277,8 +274,8 @@ def _kept_candidates(new: DataFrame, old: DataFrame, old_docs: DataFrame, column
     by_text = old.join(hint(new.select("text_hash")), "text_hash", "left_semi").select("doc_id")
     by_band = (_band_rows(old).join(hint(_band_rows(new).select("band", "band_hash")), ["band", "band_hash"], "left_semi")
                .select("doc_id"))
-    found = local_checkpoint(old.join(by_text.union(by_band), "doc_id", "left_semi"))
-    narrow = broadcast_if_fits(old.sparkSession, found.count() * DOC_ID_BYTES)
+    found, count = counted_checkpoint(old.join(by_text.union(by_band), "doc_id", "left_semi"))
+    narrow = broadcast_if_fits(old.sparkSession, count * DOC_ID_BYTES)
     docs = old_docs.select("doc_id", *columns).join(narrow(found.select("doc_id")), "doc_id", "left_semi")
     return found.join(docs, "doc_id", "left").persist()
 
@@ -405,8 +402,7 @@ def run(ctx: StageContext) -> StageResult:
     # is wasted, a second pass (and normalization) of the survivors' texts is not made.
     # Checkpointed, not cached: recomputing it after this run's writes would find nothing new.
     hashed = ctx.spark.sparkContext.accumulator(0)
-    new = local_checkpoint(_with_keys(_new_documents(lake, incremental, since), cfg, hashed))
-    rows_in = new.count()
+    new, rows_in = counted_checkpoint(_with_keys(_new_documents(lake, incremental, since), cfg, hashed))
     if incremental and rows_in == 0:
         return _result(None, 0, 0, 0, bands, rows, cfg, 0, 0, removed)
 
@@ -422,11 +418,14 @@ def run(ctx: StageContext) -> StageResult:
     candidates = _kept_candidates(new, old, old_docs, keep_cols + (["text"] if cfg.verify else []), hint)
 
     # 1. Exact, among the new documents and against the kept ones.
-    exact_rows = local_checkpoint(_exact_clusters(new, candidates, keep_cols, order))
+    # Every removed row is a new document, removed once (an exact copy is not in a near
+    # cluster), so the rows counted with not kept give what was kept too.
+    exact_rows, exact_removed = counted_checkpoint(_exact_clusters(new, candidates, keep_cols, order), where="NOT kept")
     survivors = new.join(exact_rows.filter(~F.col("kept")).select("doc_id"), "doc_id", "left_anti")
 
     # 2. Near, on the exact survivors; kept documents' hashes come from the index.
-    near_rows = local_checkpoint(_near_clusters(survivors, candidates, keep_cols, order, cfg))
+    near_rows, near_removed = counted_checkpoint(_near_clusters(survivors, candidates, keep_cols, order, cfg),
+                                                 where="NOT kept")
 
     # 3. Publish: the new kept documents, their index rows and this run's cluster rows.
     clusters = exact_rows.unionByName(near_rows)
@@ -434,10 +433,6 @@ def run(ctx: StageContext) -> StageResult:
                 .withColumn("params", F.lit(params)))
     _publish(ctx, incremental, kept_new, clusters)
 
-    # Every removed row is a new document, removed once (an exact copy is not hashed), so one
-    # count per method gives what was kept too.
-    removed_by = dict(clusters.filter(~F.col("kept")).groupBy("method").count().collect())
-    exact_removed, near_removed = removed_by.get("exact", 0), removed_by.get("near", 0)
     candidates.unpersist()
     return _result(full_because, rows_in, rows_in - exact_removed - near_removed, hashed.value,
                    bands, rows, cfg, exact_removed, near_removed, removed)

@@ -245,7 +245,7 @@ CHECKPOINT_SCRIPT = '''
 import sys, time
 from pathlib import Path
 from pyspark.sql import SparkSession
-from pipelines.session import local_checkpoint
+from pipelines.session import counted_checkpoint, local_checkpoint
 
 spark = SparkSession.builder.getOrCreate()
 signals = Path(sys.argv[1])
@@ -253,15 +253,17 @@ deadline = time.monotonic() + 120
 while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:
     time.sleep(0.2)   # the driver and both executors, so the blocks spread over the two
 df = local_checkpoint(spark.range(0, 100000, numPartitions=4).selectExpr("id", "id % 7 AS k"))
+lazy, sevens = counted_checkpoint(spark.range(0, 70000, numPartitions=4).selectExpr("id", "id % 7 AS k"), "k = 0")
 (signals / "checkpointed").write_text("")
 while not (signals / "killed").exists() and time.monotonic() < deadline:
     time.sleep(0.1)
 print("RESULT", df.groupBy().sum("id").first()[0], df.count())
+print("COUNTED", sevens, lazy.groupBy().sum("id").first()[0], lazy.count())
 '''
 
 
 def test_a_local_checkpoint_survives_a_lost_worker(cluster, cluster_lake, tmp_path):
-    """``pipelines.session.local_checkpoint`` on the cluster: after the worker holding part of a
+    """``pipelines.session.local_checkpoint`` (and ``counted_checkpoint``'s) on the cluster: after the worker holding part of a
     checkpoint is SIGKILLed, jobs that read the checkpoint still give its rows (each block has a
     second copy on the other executor); one copy would fail them with
     CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND, as dedup failed before its checkpoints were replicated."""
@@ -287,3 +289,4 @@ def test_a_local_checkpoint_survives_a_lost_worker(cluster, cluster_lake, tmp_pa
     text = log.read_text()
     assert proc.returncode == 0, text[-4000:]
     assert f"RESULT {sum(range(100000))} 100000" in text
+    assert f"COUNTED 10000 {sum(range(70000))} 70000" in text

@@ -18,6 +18,30 @@ def test_driver_and_spark_components_agree(spark):
     assert connected_components(df.limit(0), 50, driver_max_edges=10_000).count() == 0
 
 
+def test_a_counted_checkpoint_computes_its_frame_once(spark):
+    """``counted_checkpoint``: the count (of the rows matching ``where``) is the job that
+    materializes the checkpoint; later jobs read the stored rows, not the plan again."""
+    from pyspark.sql import functions as F
+
+    from pipelines.session import counted_checkpoint
+
+    computed = spark.sparkContext.accumulator(0)
+
+    @F.udf("long")
+    def doubled(x):
+        computed.add(1)
+        return 2 * x
+
+    frame = spark.range(0, 1000, numPartitions=4).withColumn("y", doubled("id"))
+    checkpoint, n = counted_checkpoint(frame, where="y % 10 = 0")
+    assert n == 200
+    assert computed.value == 1000
+    assert checkpoint.agg(F.sum("y")).first()[0] == 999_000
+    assert checkpoint.count() == 1000
+    assert computed.value == 1000
+    assert counted_checkpoint(frame.limit(0))[1] == 0
+
+
 def test_a_join_side_is_broadcast_only_when_it_fits_sparks_threshold(spark):
     """``broadcast_if_fits``: a side of known size within ``spark.sql.autoBroadcastJoinThreshold``
     is hinted (the large side is then not shuffled); a larger one, or any with broadcasts off
