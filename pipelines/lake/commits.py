@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -325,12 +326,20 @@ def writable(table_uri: str) -> bool:
     return protocol.min_writer_version <= 2 and not protocol.writer_features
 
 
-def plain_snapshot(table_uri: str, added_since: int | None = None) -> tuple[str, list[str]] | None:
-    """``(schema JSON, data file URIs)`` of the latest version of the table at ``table_uri`` when
-    a plain Parquet read of those files gives exactly its rows: reader version 1 (no deletion
-    vectors, no column mapping) and no partition columns (their values live in the log, not the
-    files). None otherwise, and when there is no table. The schema JSON is Delta's, which is
-    Spark's ``StructType`` JSON. One load of the log through deltalake (no data read).
+class PlainSnapshot(NamedTuple):
+    """What :func:`plain_snapshot` gives."""
+
+    schema_json: str   # Delta's schema JSON, which is Spark's StructType JSON
+    files: list[str]   # data file URIs
+    num_rows: int | None   # the files' rows, from the log's per-file numRecords; None when one has none
+
+
+def plain_snapshot(table_uri: str, added_since: int | None = None) -> PlainSnapshot | None:
+    """The schema, data file URIs and row count of the latest version of the table at
+    ``table_uri`` when a plain Parquet read of those files gives exactly its rows: reader version
+    1 (no deletion vectors, no column mapping) and no partition columns (their values live in the
+    log, not the files). None otherwise, and when there is no table. One load of the log through
+    deltalake (no data read).
 
     ``added_since``: a version; only the files that version did not hold (a version diff of the
     two snapshots' file lists, a second load of the log). They hold every row committed after it,
@@ -342,6 +351,7 @@ def plain_snapshot(table_uri: str, added_since: int | None = None) -> tuple[str,
     if table.protocol().min_reader_version > 1 or table.metadata().partition_columns:
         return None
     files = list(table.file_uris())
+    counts = _num_records(table, files)
     if added_since is not None and 0 <= added_since <= table.version():
         from deltalake import DeltaTable
         from deltalake.exceptions import DeltaError
@@ -351,8 +361,23 @@ def plain_snapshot(table_uri: str, added_since: int | None = None) -> tuple[str,
             before = set(DeltaTable(root, version=added_since, storage_options=storage_options(root)).file_uris())
         except DeltaError:   # that version's commits are gone: every file
             before = set()
+        counts = [n for f, n in zip(files, counts) if f not in before]
         files = [f for f in files if f not in before]
-    return table.schema().to_json(), files
+    return PlainSnapshot(table.schema().to_json(), files, None if None in counts else sum(counts))
+
+
+def _num_records(table, files: list[str]) -> list[int | None]:
+    """``numRecords`` of each of ``files`` (``table.file_uris()``) from the log's add actions, which
+    list the snapshot's files in the same order; None for each when a path does not pair up."""
+    from urllib.parse import unquote
+
+    actions = pa.table(table.get_add_actions(flatten=True))
+    paths = actions.column("path").to_pylist()
+    counts = actions.column("num_records").to_pylist() if "num_records" in actions.column_names else []
+    if len(paths) != len(files) or len(counts) != len(files) or not all(
+            f.endswith(p) or f.endswith(unquote(p)) for f, p in zip(files, paths)):
+        return [None] * len(files)
+    return counts
 
 
 def _log_exists(root: str) -> bool:

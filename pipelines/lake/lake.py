@@ -272,14 +272,25 @@ class Lake:
         direct = self._direct(spec)
         # one load of the log for a plain table; None also when there is none, which exists() tells
         if direct is not None and (snapshot := commits.plain_snapshot(direct, added_since)) is not None:
-            schema = StructType.fromJson(json.loads(snapshot[0]))
-            uris = [for_spark(u) for u in snapshot[1]]
+            schema = StructType.fromJson(json.loads(snapshot.schema_json))
+            uris = [for_spark(u) for u in snapshot.files]
             return self.spark.read.schema(schema).parquet(*uris) if uris else self.spark.createDataFrame([], schema)
         if not self.exists(spec):
             return self.spark.createDataFrame([], spec.schema)
         if self.cfg.mode == "catalog":
             return self.spark.read.table(self.location(spec))
         return self.spark.read.format("delta").load(self.location(spec))
+
+    def count(self, spec: TableSpec, *, added_since: int | None = None) -> int:
+        """The number of rows :meth:`read` gives for the same arguments. Where that read is of
+        Parquet files named by the log (:func:`commits.plain_snapshot`), the log's per-file
+        ``numRecords`` add up to it, with no Spark job; elsewhere, or when a file has no
+        statistics, Spark counts the read (Parquet footers)."""
+        direct = self._direct(spec)
+        if direct is not None and (snapshot := commits.plain_snapshot(direct, added_since)) is not None \
+                and snapshot.num_rows is not None:
+            return snapshot.num_rows
+        return self.read(spec, added_since=added_since).count()
 
     def rows(self, spec: TableSpec, columns: Sequence[str], where: Rows | None = None, *,
              limit: int | None = None) -> list[dict]:

@@ -141,7 +141,8 @@ def run(ctx: StageContext) -> StageResult:
         lake.delete_rows(GOLD_EMBEDDINGS, "doc_id", gone, where=revision)
     else:   # only rows added since can lack vectors; the kept ones are read for their doc_ids alone
         candidates = lake.read(SILVER_DOCUMENTS_CLEAN, added_since=since).select("doc_id", "text")
-    n_docs, n_looked = docs.count(), candidates.count()   # row counts from the Parquet footers
+    n_docs = lake.count(SILVER_DOCUMENTS_CLEAN)   # the log's counts, no Spark job where it can
+    n_looked = n_docs if since is None else lake.count(SILVER_DOCUMENTS_CLEAN, added_since=since)
     if since is not None:
         have = have.join(broadcast_if_fits(ctx.spark, n_looked * DOC_ID_BYTES)(candidates.select("doc_id")),
                          "doc_id", "left_semi")

@@ -3,8 +3,9 @@
 Documents are spread over ``tokenize.pack_groups`` groups by a hash of their doc_id (xxhash64,
 stable across Spark versions), sorted by doc_id inside each group and packed there by
 :func:`pipelines.kernels.tokens.pack_batches` (whole groups per Spark task: as many tasks as
-groups, or as Spark's default parallelism when that is less, by a range of groups; an incremental
-run, one per :data:`MIN_TASK_DOCUMENTS` rows its input gained at most), so no data passes through
+groups, or as Spark's default parallelism when that is less, by a range of groups; one per
+:data:`MIN_TASK_DOCUMENTS` rows of its input at most: all of it on a full run, what it gained on
+an incremental one), so no data passes through
 the driver. Which task packs a group changes no row: each group is packed on its own. Each task also
 derives its documents' ``gold.document_tokens`` rows from the sequences it packed
 (:func:`document_rows`), so every document is tokenized once. The tasks stage both tables'
@@ -83,16 +84,16 @@ def run(ctx: StageContext) -> StageResult:
     docs = lake.read(SILVER_DOCUMENTS_CLEAN)
     first_index: dict[int, int] = {}
     gone: list = []
-    tasks = min(cfg.pack_groups, ctx.spark.sparkContext.defaultParallelism)
+    since = None
     if not plan.full:
         since = incremental.last_input_version(ctx, "tokenize", SILVER_DOCUMENTS_CLEAN)
         look = lake.removed_rows_since(SILVER_DOCUMENTS_CLEAN, since)
         added = lake.read(SILVER_DOCUMENTS_CLEAN, added_since=since)
-        # a task's fixed cost is worth MIN_TASK_DOCUMENTS documents' packing; the rows added
-        # (Parquet footers' counts, no scan) bound the new documents from above
-        tasks = min(tasks, -(-added.count() // MIN_TASK_DOCUMENTS))
         docs, gone, first_index = _increment(lake, docs, added, look)
-    tasks = max(1, tasks)
+    # a task's fixed cost is worth MIN_TASK_DOCUMENTS documents' packing; the input's rows (all of
+    # them, or those added since: the log's counts) bound the documents to pack from above
+    tasks = max(1, min(cfg.pack_groups, ctx.spark.sparkContext.defaultParallelism,
+                       -(-lake.count(SILVER_DOCUMENTS_CLEAN, added_since=since) // MIN_TASK_DOCUMENTS)))
     # task t packs the groups g with g * tasks // pack_groups == t: a range of whole groups, by
     # arithmetic (a range partitioner would sample the input in a job of its own first)
     grouped = (docs.select("doc_id", "text")

@@ -134,6 +134,7 @@ def test_deltalake_replaces_rows_on_s3(bucket):
     rows = lake_read.read(uri).to_pylist()
     assert sorted((r["source_file"], r["n"]) for r in rows) == [(one, 7), (two, 3)]
     assert commits.table_version(uri) == 1 and commits.files_in(uri).num_rows == 2
+    assert commits.plain_snapshot(uri).num_rows == 2   # the log's counts, its S3 paths paired up
 
 
 def _run(root: str, names: tuple[str, ...], log: Path, s3_server) -> subprocess.Popen:

@@ -176,8 +176,9 @@ def test_removed_rows_between_reads_the_version_diff(tmp_path):
 
 
 def test_plain_snapshot_lists_the_live_files_of_plain_tables_only(table, tmp_path):
-    """A Parquet read of the listed files gives the table's rows: files a later commit removed are
-    not listed; a partitioned table (its values are in the log) gets None."""
+    """A Parquet read of the listed files gives the table's rows, as many as the log's counts
+    say: files a later commit removed are not listed; a partitioned table (its values are in the
+    log) gets None."""
     from pipelines.lake.commits import plain_snapshot
 
     assert plain_snapshot(str(tmp_path / "none")) is None
@@ -187,9 +188,10 @@ def test_plain_snapshot_lists_the_live_files_of_plain_tables_only(table, tmp_pat
     write_deltalake(uri, flat.slice(0, 2))
     write_deltalake(uri, flat.slice(2), mode="append")
     write_deltalake(uri, flat.slice(4), mode="overwrite")
-    schema_json, files = plain_snapshot(uri)
+    schema_json, files, num_rows = plain_snapshot(uri)
     assert [f["name"] for f in json.loads(schema_json)["fields"]] == SCHEMA.names
     assert pa.concat_tables(pq.read_table(f) for f in files).to_pylist() == ROWS[4:]
+    assert num_rows == len(ROWS[4:])
 
 
 def test_plain_snapshot_added_since_lists_the_files_a_version_did_not_hold(tmp_path):
@@ -199,22 +201,24 @@ def test_plain_snapshot_added_since_lists_the_files_a_version_did_not_hold(tmp_p
 
     from pipelines.lake.commits import plain_snapshot
 
-    def rows(files):
-        return sorted(r["x"] for f in files for r in pq.read_table(f).to_pylist())
+    def rows(snapshot):
+        got = sorted(r["x"] for f in snapshot.files for r in pq.read_table(f).to_pylist())
+        assert snapshot.num_rows == len(got)   # the log's counts agree with the files
+        return got
 
     uri = str(tmp_path / "plain")
     flat = pa.Table.from_pylist(ROWS, SCHEMA)
     write_deltalake(uri, flat.slice(0, 2))            # v0: 1, 2
     write_deltalake(uri, flat.slice(2, 2), mode="append")   # v1: 3, 4
     write_deltalake(uri, flat.slice(4), mode="append")      # v2: 5
-    assert rows(plain_snapshot(uri, 0)[1]) == [3, 4, 5]
-    assert rows(plain_snapshot(uri, 1)[1]) == [5]
-    assert plain_snapshot(uri, 2)[1] == []
-    assert rows(plain_snapshot(uri, 7)[1]) == [1, 2, 3, 4, 5]   # not in the log: all
+    assert rows(plain_snapshot(uri, 0)) == [3, 4, 5]
+    assert rows(plain_snapshot(uri, 1)) == [5]
+    assert plain_snapshot(uri, 2)[1:] == ([], 0)
+    assert rows(plain_snapshot(uri, 7)) == [1, 2, 3, 4, 5]   # not in the log: all
     DeltaTable(uri).delete("x = 3")                   # v3 rewrites v1's file without 3
-    assert rows(plain_snapshot(uri, 2)[1]) == [4]     # 4 was not added, but its file was rewritten
+    assert rows(plain_snapshot(uri, 2)) == [4]     # 4 was not added, but its file was rewritten
     DeltaTable(uri).create_checkpoint()
     (Path(uri) / "_delta_log" / f"{0:020d}.json").unlink()
     for version in (0, 1):   # the checkpoint is v3's: v0 and v1 cannot be rebuilt, so every file
-        assert rows(plain_snapshot(uri, version)[1]) == [1, 2, 4, 5]
-    assert rows(plain_snapshot(uri, 3)[1]) == []
+        assert rows(plain_snapshot(uri, version)) == [1, 2, 4, 5]
+    assert rows(plain_snapshot(uri, 3)) == []
