@@ -410,12 +410,16 @@ def run(ctx: StageContext) -> StageResult:
     # with the kept documents' go to every task when they fit Spark's broadcast threshold: the
     # index is then read where it lies instead of shuffled to meet them.
     hint = broadcast_if_fits(ctx.spark, rows_in * bands * BAND_KEY_BYTES)
-    # Kept documents of earlier runs (none for a full run). A new document is never its own old
-    # copy (a run that died after writing the index is redone).
-    old = (lake.read(SILVER_DEDUP_INDEX) if incremental else _empty(lake, SILVER_DEDUP_INDEX))
-    old = old.join(hint(new.select("doc_id")), "doc_id", "left_anti")
-    old_docs = lake.read(SILVER_DOCUMENTS_DEDUP) if incremental else _empty(lake, SILVER_DOCUMENTS_DEDUP)
-    candidates = _kept_candidates(new, old, old_docs, keep_cols + (["text"] if cfg.verify else []), hint)
+    # Kept documents of earlier runs that a new one can meet. A new document is never its own old
+    # copy (a run that died after writing the index is redone). A full run has none, and no job
+    # looks for them (Spark would still broadcast the new documents' keys to meet an empty side).
+    columns = keep_cols + (["text"] if cfg.verify else [])
+    if incremental:
+        old = lake.read(SILVER_DEDUP_INDEX).join(hint(new.select("doc_id")), "doc_id", "left_anti")
+        candidates = _kept_candidates(new, old, lake.read(SILVER_DOCUMENTS_DEDUP), columns, hint)
+    else:
+        candidates = _empty(lake, SILVER_DEDUP_INDEX).join(
+            _empty(lake, SILVER_DOCUMENTS_DEDUP).select("doc_id", *columns), "doc_id")
 
     # 1. Exact, among the new documents and against the kept ones.
     # Every removed row is a new document, removed once (an exact copy is not in a near
