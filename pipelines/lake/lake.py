@@ -269,28 +269,30 @@ class Lake:
         stage, larger on object storage. The DataFrame reads the version current at this call;
         Spark's Delta reader (catalog mode, other stores, tables with reader features or
         partitions) reads the latest at each execution."""
+        return self._read(spec, added_since)[0]
+
+    def read_counted(self, spec: TableSpec, *, added_since: int | None = None) -> tuple[DataFrame, int]:
+        """:meth:`read` and its number of rows, from the same version. Where the read is of
+        Parquet files named by the log (:func:`commits.plain_snapshot`), the log's per-file
+        ``numRecords`` add up to it, with no Spark job; elsewhere, or when a file has no
+        statistics, Spark counts the DataFrame (Parquet footers)."""
+        frame, rows = self._read(spec, added_since)
+        return frame, frame.count() if rows is None else rows
+
+    def _read(self, spec: TableSpec, added_since: int | None) -> tuple[DataFrame, int | None]:
+        """:meth:`read`'s DataFrame and its row count where the log gives it (else None)."""
         direct = self._direct(spec)
         # one load of the log for a plain table; None also when there is none, which exists() tells
         if direct is not None and (snapshot := commits.plain_snapshot(direct, added_since)) is not None:
             schema = StructType.fromJson(json.loads(snapshot.schema_json))
             uris = [for_spark(u) for u in snapshot.files]
-            return self.spark.read.schema(schema).parquet(*uris) if uris else self.spark.createDataFrame([], schema)
+            frame = self.spark.read.schema(schema).parquet(*uris) if uris else self.spark.createDataFrame([], schema)
+            return frame, snapshot.num_rows
         if not self.exists(spec):
-            return self.spark.createDataFrame([], spec.schema)
+            return self.spark.createDataFrame([], spec.schema), 0
         if self.cfg.mode == "catalog":
-            return self.spark.read.table(self.location(spec))
-        return self.spark.read.format("delta").load(self.location(spec))
-
-    def count(self, spec: TableSpec, *, added_since: int | None = None) -> int:
-        """The number of rows :meth:`read` gives for the same arguments. Where that read is of
-        Parquet files named by the log (:func:`commits.plain_snapshot`), the log's per-file
-        ``numRecords`` add up to it, with no Spark job; elsewhere, or when a file has no
-        statistics, Spark counts the read (Parquet footers)."""
-        direct = self._direct(spec)
-        if direct is not None and (snapshot := commits.plain_snapshot(direct, added_since)) is not None \
-                and snapshot.num_rows is not None:
-            return snapshot.num_rows
-        return self.read(spec, added_since=added_since).count()
+            return self.spark.read.table(self.location(spec)), None
+        return self.spark.read.format("delta").load(self.location(spec)), None
 
     def rows(self, spec: TableSpec, columns: Sequence[str], where: Rows | None = None, *,
              limit: int | None = None) -> list[dict]:

@@ -125,13 +125,14 @@ def run(ctx: StageContext) -> StageResult:
     params = EmbedParams.resolve(cfg)  # the embed section, and its model's revision resolved once, on the driver
     revision = {"model": params.model_label, "model_revision": params.model_revision}
     upgrade_schema(lake)
-    docs = lake.read(SILVER_DOCUMENTS_CLEAN).select("doc_id", "text")
+    docs, n_docs = lake.read_counted(SILVER_DOCUMENTS_CLEAN)   # the log's count, no Spark job where it can
+    docs = docs.select("doc_id", "text")
     vectors_hash = vector_config_hash(params)
     runs = incremental.succeeded_runs(ctx)
     last = _last_run(runs, params)
     full_because = _full_because(ctx, runs, last, vectors_hash)
     have = lake.read(GOLD_EMBEDDINGS).filter(revision_predicate(params)).select("doc_id").distinct()
-    candidates, gone = docs, []
+    candidates, n_looked, gone = docs, n_docs, []
     since = None if full_because else _since(lake, last)
     if full_because:   # every document again: this revision's vectors go first, so no two configs mix
         have = lake.spark.createDataFrame([], "doc_id string")
@@ -140,9 +141,8 @@ def run(ctx: StageContext) -> StageResult:
         gone = [r.doc_id for r in have.join(docs.select("doc_id"), "doc_id", "left_anti").collect()]
         lake.delete_rows(GOLD_EMBEDDINGS, "doc_id", gone, where=revision)
     else:   # only rows added since can lack vectors; the kept ones are read for their doc_ids alone
-        candidates = lake.read(SILVER_DOCUMENTS_CLEAN, added_since=since).select("doc_id", "text")
-    n_docs = lake.count(SILVER_DOCUMENTS_CLEAN)   # the log's counts, no Spark job where it can
-    n_looked = n_docs if since is None else lake.count(SILVER_DOCUMENTS_CLEAN, added_since=since)
+        candidates, n_looked = lake.read_counted(SILVER_DOCUMENTS_CLEAN, added_since=since)
+        candidates = candidates.select("doc_id", "text")
     if since is not None:
         have = have.join(broadcast_if_fits(ctx.spark, n_looked * DOC_ID_BYTES)(candidates.select("doc_id")),
                          "doc_id", "left_semi")

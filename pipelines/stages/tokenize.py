@@ -81,19 +81,18 @@ def run(ctx: StageContext) -> StageResult:
     params = cfg   # the kernel takes the tokenize section as it is
     _, pad = separator_ids(params)  # fail on the driver, before any task, if the tokenizer is unusable
     plan = incremental.plan(ctx, "tokenize", config_hash(ctx.cfg), tuple(OUTPUTS.values()), upstream=("filter",))
-    docs = lake.read(SILVER_DOCUMENTS_CLEAN)
     first_index: dict[int, int] = {}
     gone: list = []
-    since = None
-    if not plan.full:
+    if plan.full:
+        docs, rows = lake.read_counted(SILVER_DOCUMENTS_CLEAN)
+    else:
         since = incremental.last_input_version(ctx, "tokenize", SILVER_DOCUMENTS_CLEAN)
         look = lake.removed_rows_since(SILVER_DOCUMENTS_CLEAN, since)
-        added = lake.read(SILVER_DOCUMENTS_CLEAN, added_since=since)
-        docs, gone, first_index = _increment(lake, docs, added, look)
+        added, rows = lake.read_counted(SILVER_DOCUMENTS_CLEAN, added_since=since)
+        docs, gone, first_index = _increment(lake, lake.read(SILVER_DOCUMENTS_CLEAN), added, look)
     # a task's fixed cost is worth MIN_TASK_DOCUMENTS documents' packing; the input's rows (all of
     # them, or those added since: the log's counts) bound the documents to pack from above
-    tasks = max(1, min(cfg.pack_groups, ctx.spark.sparkContext.defaultParallelism,
-                       -(-lake.count(SILVER_DOCUMENTS_CLEAN, added_since=since) // MIN_TASK_DOCUMENTS)))
+    tasks = max(1, min(cfg.pack_groups, ctx.spark.sparkContext.defaultParallelism, -(-rows // MIN_TASK_DOCUMENTS)))
     # task t packs the groups g with g * tasks // pack_groups == t: a range of whole groups, by
     # arithmetic (a range partitioner would sample the input in a job of its own first)
     grouped = (docs.select("doc_id", "text")

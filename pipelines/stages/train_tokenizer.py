@@ -35,8 +35,7 @@ def output_path(cfg: Config, run_id: str) -> str:
 def run(ctx: StageContext) -> StageResult:
     """Train and save the tokenizer. Raises ValueError when ``silver.documents_clean`` is empty."""
     cfg = ctx.cfg.tokenize
-    docs = ctx.lake.read(SILVER_DOCUMENTS_CLEAN)
-    n_docs = ctx.lake.count(SILVER_DOCUMENTS_CLEAN)
+    docs, n_docs = ctx.lake.read_counted(SILVER_DOCUMENTS_CLEAN)
     if n_docs == 0:
         raise ValueError(f"{SILVER_DOCUMENTS_CLEAN.qualified_name} is empty: nothing to train a tokenizer on")
     counts = (docs.select("text").mapInArrow(count_pretokens, _WORD_COUNTS)

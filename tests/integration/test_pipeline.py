@@ -115,7 +115,7 @@ def test_every_commit_carries_its_run_stage_config_and_inputs(spark, real_lake, 
 
 @pytest.mark.parametrize("lake", ["submitted", "spark"])
 def test_the_logs_row_counts_agree_with_the_tables(spark, real_lake, engine_lakes, lake):
-    """``Lake.count`` adds up the log's per-file numRecords (no Spark job): on every table of a
+    """``Lake.read_counted`` adds up the log's per-file numRecords (no Spark job): on every table of a
     lake committed by deltalake and of one committed by Spark's Delta writer, the log's count is
     the table's row count."""
     from pipelines.lake.commits import plain_snapshot
