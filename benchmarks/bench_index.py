@@ -24,6 +24,7 @@ of the indexed vectors reaches --target-recall, 0.95), then measured on the held
 
     python benchmarks/bench_index.py [--json] [--dataset random|corpus] [--n 100000]
         [--types flat,hnsw,ivfpq] [--ef-search 128,512] [--nprobe 32,128] [--lake PATH]
+        [--flat-max-rows 0]
 """
 
 from __future__ import annotations
@@ -149,6 +150,9 @@ def main() -> None:
     parser.add_argument("--refine-k-factor", default=None, help="IVF-PQ refine_k_factor, comma list to sweep")
     parser.add_argument("--target-recall", type=float, default=0.95,
                         help="tune ef_search/nprobe per index as the index stage does (0 = off; ignored when sweeping)")
+    parser.add_argument("--flat-max-rows", type=int, default=IndexConfig().flat_max_rows,
+                        help="index.flat_max_rows: at most this many vectors are built flat whatever the type "
+                             "(0: always the type asked for)")
     parser.add_argument("--latency-threads", type=int, default=1, help="FAISS threads while timing queries; 0 = default")
     args = parser.parse_args()
 
@@ -169,6 +173,7 @@ def main() -> None:
     refine = int_list(args.refine_k_factor)
     # build with the largest factor asked for: 0 (no refine wrapper) only if that is all that was asked
     overrides = {"refine_k_factor": max(refine)} if refine != [None] else {}
+    overrides["flat_max_rows"] = args.flat_max_rows
     common = {"benchmark": "index", "system": "crawlake", "dataset": args.dataset, "n": n, "dim": dim,
               "queries": len(queries), "k": args.k, "cpus": os.cpu_count(),
               "loadavg_1m": round(os.getloadavg()[0], 2), **extra}

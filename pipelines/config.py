@@ -345,6 +345,11 @@ class IndexConfig(_Strict):
     whose docstring gives the algorithms and their papers) takes this model for construction and
     search (``shards``, ``path``, ``target_recall`` and ``max_segments`` are the stage's)."""
     type: Literal["flat", "hnsw", "ivfpq"] = "hnsw"
+    #: a shard or segment of at most this many vectors is built flat (exact) whatever ``type``:
+    #: a scan of it is about as fast as an HNSW search at the defaults and needs no build
+    #: (docs/benchmarks.md); Milvus likewise searches segments under 1,024 rows without an index
+    #: (``indexCoord.segment.minSegmentNumRowsToEnableIndex``)
+    flat_max_rows: int = Field(2048, ge=0)
     shards: int = Field(4, ge=1)
     path: str | None = None
     hnsw_m: int = Field(32, ge=2)                  # HNSW graph degree (M)

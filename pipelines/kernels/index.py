@@ -9,8 +9,10 @@ Index types (FAISS: Johnson, Douze & Jégou 2019, "Billion-scale similarity sear
 Douze et al. 2024, "The Faiss library"):
 
 ``flat``
-    exact exhaustive search (``IndexFlatIP``); the recall reference, and the fallback for shards
-    too small to train IVF-PQ.
+    exact exhaustive search (``IndexFlatIP``); the recall reference, what any shard or segment of
+    at most ``flat_max_rows`` vectors is built as (a scan of it is about as fast as a graph
+    search, and it needs no build: a new crawl's small segments), and the fallback for shards too
+    small to train IVF-PQ.
 ``hnsw``
     Hierarchical Navigable Small World graph (Malkov & Yashunin 2018, IEEE TPAMI 42(4)),
     ``IndexHNSWFlat`` with degree ``hnsw_m``, ``ef_construction`` at build and ``ef_search`` at
@@ -95,7 +97,8 @@ def build_index(vectors: np.ndarray, params: IndexConfig) -> tuple[faiss.Index, 
 
     Returns:
         (index, built_type): ids are 0..n-1 in row order; ``built_type`` is the type actually built,
-        ``"flat"`` when n == 0, or when ``ivfpq`` was asked for but the training sample is too small
+        ``"flat"`` when n <= ``params.flat_max_rows`` (n == 0 always), or when ``ivfpq`` was asked
+        for but the training sample is too small
         (fewer than 39·nlist points for the coarse k-means, or fewer than 39·2**nbits for the PQ
         codebooks) -- small shards are common on small lakes, and exact search is cheap there.
         Search-time parameters (ef_search, nprobe, refine_k_factor) are already applied.
@@ -107,7 +110,7 @@ def build_index(vectors: np.ndarray, params: IndexConfig) -> tuple[faiss.Index, 
         raise ValueError(f"unknown index type {params.type!r}; expected one of {INDEX_TYPES}")
     x = _as_matrix(vectors, "vectors")
     n, dim = x.shape
-    kind = params.type if n > 0 else "flat"
+    kind = params.type if n > max(0, params.flat_max_rows) else "flat"
 
     if kind == "ivfpq":
         n_train = min(n, params.train_sample)

@@ -29,7 +29,9 @@ reaches ``index.target_recall`` on a sample of its own vectors
 char_start, char_end and the row hash, in index-id order; the index settings in its metadata).
 Searching a shard's segments finds the same exact neighbours as one index over all its rows;
 approximate results (HNSW, IVF-PQ) differ with the layout, each segment at its tuned recall. A
-small segment of an IVF-PQ shard, too small to train it, is flat (exact).
+segment of at most ``index.flat_max_rows`` vectors (a new crawl's, on most lakes) is flat (exact),
+whatever ``index.type``: built at once, and scanned about as fast as a graph is searched; so is
+a small segment of an IVF-PQ shard, too small to train it.
 
 The manifest rows of this revision, one per segment, are then replaced in one commit, and files
 no manifest row names any more are removed. The manifest records a segment's path relative to the

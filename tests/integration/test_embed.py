@@ -78,7 +78,8 @@ def lake(spark, tmp_path_factory):
     from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DOCUMENTS_CLEAN
 
     root = tmp_path_factory.mktemp("embed_lake")
-    cfg = with_inputs(lake_config(root, "embed.device=cpu"), "cc-main-2020-34-excerpt.warc.gz",
+    # shards this small would be exact scans: graphs (HNSW, tuned) here, as a large lake's are
+    cfg = with_inputs(lake_config(root, "embed.device=cpu", "index.flat_max_rows=0"), "cc-main-2020-34-excerpt.warc.gz",
                       "ia-heritrix-2008-example.warc.gz")
     run_pipeline(cfg, stages=("ingest",))
     lake = Lake(spark, cfg.lake)
@@ -352,6 +353,29 @@ def test_search_finds_the_page_a_sentence_came_from(spark, lake, indexed):
         assert len({h.doc_id for h in hits}) == len(hits)  # one hit per document
         assert hits[0].url and hits[0].snippet
         assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
+
+
+def test_small_shards_are_exact_scans(spark, lake, indexed, tmp_path):
+    """At the default ``index.flat_max_rows`` every shard of this small lake is an exact (flat)
+    scan: the changed setting rebuilds every shard, each with recall 1.0, and search still finds
+    each sentence's page first."""
+    from pipelines.config import IndexConfig
+    from pipelines.runner import run_pipeline
+    from pipelines.search import Searcher
+    from schemas.catalog import GOLD_INDEX_MANIFEST
+
+    cfg2, lake2 = copy_lake(spark, lake[0], tmp_path)
+    default = IndexConfig().flat_max_rows
+    cfg2 = cfg2.model_copy(update={"index": cfg2.index.model_copy(update={"flat_max_rows": default})})
+    run = run_pipeline(cfg2, stages=("index",))[-1].result
+    assert (run.notes["mode"], run.notes["full_because"]) == ("full", "index config changed")
+    assert run.notes["shards_rebuilt"] == indexed.result.notes["shards"] and run.notes["built_types"] == "flat"
+    manifest = lake2.read(GOLD_INDEX_MANIFEST).collect()
+    assert all(m.index_type == "flat" and m.rows <= default and m.tuned_recall == 1.0 for m in manifest)
+    texts = {r.doc_id: r.text for r in read_table(spark, Path(cfg2.lake.root), "silver.documents_clean").collect()}
+    searcher = Searcher(cfg2)
+    for doc_id, sentence in english_queries(texts).items():
+        assert searcher.search(sentence, k=5)[0].doc_id == doc_id, sentence
 
 
 def test_search_cli_prints_the_page_first(spark, lake, indexed):

@@ -90,13 +90,27 @@ def test_ivfpq_without_refine_still_searches(clustered, exact):
 def test_small_shard_falls_back_to_flat(clustered):
     x, q = clustered
     small = x[:500]
-    index, built_type = build_index(small, IndexConfig(type="ivfpq"))
+    index, built_type = build_index(small, IndexConfig(type="ivfpq", flat_max_rows=0))
     assert built_type == "flat"
     _, ids = search(index, q, 10)
     assert recall_at_k(ids, brute_force(small, q, 10)[1], 10) >= 0.99  # exact up to float ties
     # an explicit nlist needing more than 39 training points per list falls back; one within trains
-    assert build_index(x[:2000], IndexConfig(type="ivfpq", nlist=100, nbits=4))[1] == "flat"
-    assert build_index(x[:2000], IndexConfig(type="ivfpq", nlist=40, nbits=4))[1] == "ivfpq"
+    assert build_index(x[:2000], IndexConfig(type="ivfpq", nlist=100, nbits=4, flat_max_rows=0))[1] == "flat"
+    assert build_index(x[:2000], IndexConfig(type="ivfpq", nlist=40, nbits=4, flat_max_rows=0))[1] == "ivfpq"
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "ivfpq"])
+def test_a_shard_of_at_most_flat_max_rows_is_exact(clustered, exact, kind):
+    x, q = clustered
+    params = IndexConfig(type=kind, flat_max_rows=len(x))
+    index, built_type = build_index(x, params)
+    assert built_type == "flat" and isinstance(index, faiss.IndexFlatIP) and index.ntotal == len(x)
+    assert np.array_equal(search(index, q, 10, params)[1], exact[1])
+    # one vector more than the limit gets the asked-for type; 0 builds a graph for any non-empty shard
+    assert build_index(x[:301], IndexConfig(type="hnsw", flat_max_rows=300))[1] == "hnsw"
+    assert build_index(x[:300], IndexConfig(type="hnsw", flat_max_rows=300))[1] == "flat"
+    assert build_index(x[:5], IndexConfig(type="hnsw", flat_max_rows=0))[1] == "hnsw"
+    assert build_index(x[:0], IndexConfig(type="hnsw", flat_max_rows=0))[1] == "flat"
 
 
 def test_empty_shard_and_fewer_than_k(clustered):
@@ -207,8 +221,8 @@ def sphere(seed: int) -> tuple[np.ndarray, np.ndarray]:
     return unit(rng.standard_normal((6000, 48))), unit(rng.standard_normal((200, 48)))
 
 
-#: HNSW settings too low for ``sphere`` data until tuned.
-LOW_EFFORT = IndexConfig(type="hnsw", hnsw_m=8, ef_construction=40, ef_search=16)
+#: HNSW settings too low for ``sphere`` data until tuned (graphs for segments of any size).
+LOW_EFFORT = IndexConfig(type="hnsw", hnsw_m=8, ef_construction=40, ef_search=16, flat_max_rows=0)
 
 
 def test_tune_search_reaches_the_target_on_unseen_queries():
