@@ -5,9 +5,10 @@ document its cleaned text (C4 line removal, PII replacement), its language and i
 From that one pass come both tables: the decisions, one row per document and rule that ran, in
 ``silver.filter_decisions``; the documents whose decisions all passed in ``silver.documents_clean``.
 
-Each task stages its share of both tables as Parquet files and returns its counts; the lake
-publishes each table's files in one commit (:mod:`pipelines.lake`), so the kernel runs once and
-nothing is cached.
+There is a task per core, fewer for a small input (:data:`MIN_TASK_DOCUMENTS` each at least,
+counted from the input's log). Each task stages its share of both tables as Parquet files and
+returns its counts; the lake publishes each table's files in one commit
+(:mod:`pipelines.lake`), so the kernel runs once and nothing is cached.
 
 **Incremental.** The state lives in the outputs: a document is decided when
 ``silver.filter_decisions`` holds its ``language`` row (language ID runs on every document, and
@@ -76,6 +77,9 @@ from schemas.catalog import SILVER_DOCUMENTS_CLEAN, SILVER_DOCUMENTS_DEDUP, SILV
 
 
 OUTPUTS = {"clean": SILVER_DOCUMENTS_CLEAN, "decisions": SILVER_FILTER_DECISIONS}
+#: Documents per task at least: a task's fixed cost (a Python worker, the rules' models and
+#: lists, an audit per staged file, object-store writes) is about that many documents' filtering.
+MIN_TASK_DOCUMENTS = 1000
 
 
 def config_hash(cfg) -> str:
@@ -91,18 +95,22 @@ def run(ctx: StageContext) -> StageResult:
     params = FilterParams.from_config(ctx.cfg.filter)   # the rules, their lists read here on the driver
     steps = params.steps()
     plan = incremental.plan(ctx, "filter", config_hash(ctx.cfg), tuple(OUTPUTS.values()), upstream=("ingest",))
-    docs = lake.read(SILVER_DOCUMENTS_DEDUP)
     cores = ctx.spark.sparkContext.defaultParallelism
     removed: dict[str, int] | None = None
     if plan.full:
         replace = {"clean": ALL, "decisions": ALL}
-        if docs.rdd.getNumPartitions() < cores:
-            # fewer input files than cores (a small lake): a shuffle costs far less than an idle core
-            docs = docs.repartition(cores)
+        docs, rows = lake.read_counted(SILVER_DOCUMENTS_DEDUP)
+        tasks = _tasks(rows, cores)
+        if docs.rdd.getNumPartitions() < tasks:
+            # fewer input files than tasks (a small lake): a shuffle costs far less than an idle core
+            docs = docs.repartition(tasks)
+        elif tasks < cores:   # a small input in more files than tasks: fewer, fuller tasks read them
+            docs = docs.coalesce(tasks)
     else:
         since = incremental.last_input_version(ctx, "filter", SILVER_DOCUMENTS_DEDUP)
         look = lake.removed_rows_since(SILVER_DOCUMENTS_DEDUP, since)
-        docs, replace, removed = _increment(lake, docs, lake.read(SILVER_DOCUMENTS_DEDUP, added_since=since), cores, look)
+        added, rows = lake.read_counted(SILVER_DOCUMENTS_DEDUP, added_since=since)
+        docs, replace, removed = _increment(lake, lake.read(SILVER_DOCUMENTS_DEDUP), added, _tasks(rows, cores), look)
     with ctx.staging(OUTPUTS) as staging:
         task = partial(_filter_to_files, params=params, targets=staging.targets)
         details = [json.loads(r.detail) for r in docs.mapInArrow(task, "detail string").collect()]
@@ -136,7 +144,13 @@ def run(ctx: StageContext) -> StageResult:
     return StageResult(rows_in=rows_in, rows_out=rows_out, notes=notes)
 
 
-def _increment(lake, docs, added, cores: int, look_for_removed: bool):
+def _tasks(rows: int, cores: int) -> int:
+    """Filter tasks for ``rows`` input documents (all of them, or those added since: an upper
+    bound): one per core, fewer so that each gets :data:`MIN_TASK_DOCUMENTS` at least."""
+    return max(1, min(cores, -(-rows // MIN_TASK_DOCUMENTS)))
+
+
+def _increment(lake, docs, added, tasks: int, look_for_removed: bool):
     """What an incremental run does: ``(documents to decide, {kind: Keys}, {table: documents
     removed})``. ``added``: the input's rows committed since this stage's last run (a superset),
     where the undecided documents are; only they are read beyond their keys.
@@ -151,7 +165,7 @@ def _increment(lake, docs, added, cores: int, look_for_removed: bool):
     not both decided and in the input (of documents that left, or left behind by a run that died
     between its two commits, whose documents are decided again now)."""
     if not look_for_removed:
-        return added.repartition(cores), {kind: Keys("doc_id") for kind in OUTPUTS}, dict.fromkeys(
+        return added.repartition(tasks), {kind: Keys("doc_id") for kind in OUTPUTS}, dict.fromkeys(
             (spec.qualified_name for spec in OUTPUTS.values()), 0)
 
     def flags(df, mark: str):   # doc_id and which of (i)nput, (d)ecisions, (c)lean holds it
@@ -167,7 +181,7 @@ def _increment(lake, docs, added, cores: int, look_for_removed: bool):
     leaving = marks.filter("(d AND NOT i) OR (c AND NOT (d AND i))").collect()
     gone = sorted(r.doc_id for r in leaving if r.d and not r.i)
     stale = sorted(r.doc_id for r in leaving if r.c)
-    todo = added.join(marks.filter("i AND NOT d").select("doc_id"), "doc_id", "left_semi").repartition(cores)
+    todo = added.join(marks.filter("i AND NOT d").select("doc_id"), "doc_id", "left_semi").repartition(tasks)
     replace = {"clean": Keys("doc_id", tuple(stale)), "decisions": Keys("doc_id", tuple(gone))}
     removed = {SILVER_DOCUMENTS_CLEAN.qualified_name: sum(1 for r in leaving if r.c and not r.i),
                SILVER_FILTER_DECISIONS.qualified_name: len(gone)}

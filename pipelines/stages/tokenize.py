@@ -94,11 +94,13 @@ def run(ctx: StageContext) -> StageResult:
     # them, or those added since: the log's counts) bound the documents to pack from above
     tasks = max(1, min(cfg.pack_groups, ctx.spark.sparkContext.defaultParallelism, -(-rows // MIN_TASK_DOCUMENTS)))
     # task t packs the groups g with g * tasks // pack_groups == t: a range of whole groups, by
-    # arithmetic (a range partitioner would sample the input in a job of its own first)
+    # arithmetic (a range partitioner would sample the input in a job of its own first); a single
+    # task reads the input itself, with no shuffle before it
     grouped = (docs.select("doc_id", "text")
-               .withColumn("pack_group", F.pmod(F.xxhash64("doc_id"), F.lit(cfg.pack_groups)).cast("int"))
-               .repartitionById(tasks, (F.col("pack_group") * tasks / cfg.pack_groups).cast("int"))
-               .sortWithinPartitions("pack_group", "doc_id"))
+               .withColumn("pack_group", F.pmod(F.xxhash64("doc_id"), F.lit(cfg.pack_groups)).cast("int")))
+    grouped = (grouped.coalesce(1) if tasks == 1 else
+               grouped.repartitionById(tasks, (F.col("pack_group") * tasks / cfg.pack_groups).cast("int")))
+    grouped = grouped.sortWithinPartitions("pack_group", "doc_id")
     with ctx.staging(OUTPUTS) as staging:
         task = partial(_pack_to_files, params=params, targets=staging.targets, first_index=first_index)
         details = [json.loads(r.detail) for r in grouped.mapInArrow(task, "detail string").collect()]

@@ -80,3 +80,30 @@ def test_notes_give_the_funnel_and_languages(filtered):
     assert sum(v["documents"] for v in langs.values()) == 16 and langs["zh"]["documents"] == 11
     assert sum(v["kept"] for v in langs.values()) == len(clean)
     assert notes["failed_by_filter"]["url_domain_blocklist"] == 1
+
+
+def test_a_small_input_in_many_files_is_filtered_by_one_task(spark, tmp_path):
+    """16 documents in 4 files: fewer than MIN_TASK_DOCUMENTS, so one task reads all four and
+    stages one file per table (each task's fixed cost is paid once), with every document decided."""
+    from deltalake import DeltaTable
+
+    from pipelines.lake import Lake
+    from pipelines.runner import run_pipeline
+    from pipelines.stages.filter import MIN_TASK_DOCUMENTS
+    from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DOCUMENTS_CLEAN, SILVER_DOCUMENTS_DEDUP, SILVER_FILTER_DECISIONS
+
+    cfg = lake_config(tmp_path)
+    cfg = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(
+        update={"input": [real_file("cc-main-2020-34-excerpt.warc.gz")]})})
+    run_pipeline(cfg, stages=("ingest",))
+    lake = Lake(spark, cfg.lake)
+    lake.overwrite(SILVER_DOCUMENTS_DEDUP, lake.read(BRONZE_DOCUMENTS).repartition(4))
+    docs = lake.read(SILVER_DOCUMENTS_DEDUP)
+    assert len(DeltaTable(lake.location(SILVER_DOCUMENTS_DEDUP)).file_uris()) == 4
+    assert docs.count() < MIN_TASK_DOCUMENTS and spark.sparkContext.defaultParallelism > 1
+    (run,) = run_pipeline(cfg, stages=("filter",))
+    assert run.result.rows_in == docs.count()
+    for spec in (SILVER_DOCUMENTS_CLEAN, SILVER_FILTER_DECISIONS):
+        assert len(DeltaTable(lake.location(spec)).file_uris()) == 1, spec.qualified_name
+    decided = {r.doc_id for r in lake.read(SILVER_FILTER_DECISIONS).select("doc_id").distinct().collect()}
+    assert decided == {r.doc_id for r in docs.select("doc_id").collect()}
