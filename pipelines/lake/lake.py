@@ -330,26 +330,33 @@ class Lake:
         return int(self._delta(spec).history(1).select("version").first()[0])
 
     def removed_rows_since(self, spec: TableSpec, version: int | None) -> bool:
-        """Whether a commit after ``version`` removed rows from ``spec``'s table (a version diff
-        from its log, :func:`pipelines.lake.read.removed_rows_between`: deletes, overwrites and
-        replaces count, a compaction does not). True when it cannot tell: ``version`` None, the
-        table gone, or a log pyarrow cannot read (commits cleaned up after a checkpoint, storage
-        only Spark reaches). Reads the commits' JSON files, no data and no snapshot."""
+        """Whether a commit after ``version`` removed rows from ``spec``'s table (``"removed"`` in
+        :meth:`changes_since`: deletes, overwrites and replaces count, a compaction does not).
+        True when it cannot tell."""
+        return "removed" in self.changes_since(spec, version)
+
+    def changes_since(self, spec: TableSpec, version: int | None) -> frozenset[str]:
+        """What commits after ``version`` did to ``spec``'s table besides adding rows, from its log
+        (:func:`pipelines.lake.read.changes_between`): ``"removed"`` (deletes, overwrites,
+        replaces) and ``"rewritten"`` (a compaction); empty after appends only. Both when it
+        cannot tell: ``version`` None, the table gone, or a log pyarrow cannot read (commits
+        cleaned up after a checkpoint, storage only Spark reaches). Reads the commits' JSON
+        files, no data and no snapshot."""
         if version is None or (latest := self.version(spec)) is None:
-            return True
+            return lake_read.UNKNOWN_CHANGES
         if latest <= version:
-            return False
+            return frozenset()
         uri = self.location(spec)
         if self.cfg.mode == "catalog":
             detail = self.spark.sql(f"DESCRIBE TABLE EXTENDED {uri}").collect()
             uri = next((r.data_type for r in detail if r.col_name == "Location"), None)
             if uri is None:
-                return True
+                return lake_read.UNKNOWN_CHANGES
             uri = commits.local_path(uri) or uri   # Spark spells a local location file:/...
         try:
-            return lake_read.removed_rows_between(uri, version, latest)
+            return lake_read.changes_between(uri, version, latest)
         except OSError:
-            return True
+            return lake_read.UNKNOWN_CHANGES
 
     # -- the engine -------------------------------------------------------------------------------
     def writer(self, spec: TableSpec) -> str:

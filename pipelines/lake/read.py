@@ -34,8 +34,8 @@ Functions:
 * :func:`exists`, :func:`open_table` — a table at a version (``deltalake.DeltaTable``);
 * :func:`commit_info`, :func:`commit_lineage` — what a version's commit says about itself (the
   run, stage, config hash and input versions crawlake records there);
-* :func:`removed_rows_between` — whether commits between two versions removed rows (a version
-  diff from the log, for the incremental stages);
+* :func:`changes_between`, :func:`removed_rows_between` — whether commits between two versions
+  removed or rewrote rows (a version diff from the log, for the incremental stages);
 * :func:`data_files` — a version's data files: filesystem, paths, partition values, sizes;
 * :func:`dataset` — a version as a ``pyarrow.dataset.Dataset`` over those files;
 * :func:`read` / :func:`read_spec` — columns with a filter (pushed down to partition values and
@@ -185,36 +185,54 @@ def commit_info(uri: str, version: int, storage_options: dict | None = None) -> 
     return next((a["commitInfo"] for a in actions or () if isinstance(a.get("commitInfo"), dict)), None)
 
 
-def removed_rows_between(uri: str, after: int, last: int, storage_options: dict | None = None) -> bool:
-    """Whether a commit of the table at ``uri`` in versions ``after`` (exclusive) to ``last``
-    (inclusive) removed rows: a ``remove`` action with ``dataChange`` true (a delete, an
-    overwrite, a replace by key). A compaction's removes (``dataChange`` false: OPTIMIZE) rewrite
-    rows without removing them. True when the log cannot tell: a commit file cleaned up after a
-    checkpoint, or a location pyarrow has no native filesystem for. Reads those commits' JSON
-    files only (no snapshot is built)."""
+#: What :func:`changes_between` says when the log cannot tell: everything.
+UNKNOWN_CHANGES = frozenset({"removed", "rewritten"})
+
+
+def changes_between(uri: str, after: int, last: int, storage_options: dict | None = None) -> frozenset[str]:
+    """What the commits of the table at ``uri`` in versions ``after`` (exclusive) to ``last``
+    (inclusive) did besides adding rows: ``"removed"`` for a ``remove`` action with ``dataChange``
+    true (a delete, an overwrite, a replace by key), ``"rewritten"`` for an ``add`` or ``remove``
+    with ``dataChange`` false (a compaction such as OPTIMIZE: its new files hold rows the table
+    already had). Empty when they only appended. :data:`UNKNOWN_CHANGES` (both) when the log
+    cannot tell: a commit file cleaned up after a checkpoint, or a location pyarrow has no native
+    filesystem for. Reads those commits' JSON files only (no snapshot is built)."""
     native = native_filesystem(str(uri), storage_options)
     if native is None:
-        return True
+        return UNKNOWN_CHANGES
+    changes: set[str] = set()
     for version in range(after + 1, last + 1):
-        actions = _commit_actions(native, version, b'"remove"')
+        actions = _commit_actions(native, version, b'"add"', b'"remove"')
         if actions is None:
-            return True
-        if any(isinstance(a.get("remove"), dict) and a["remove"].get("dataChange", True) for a in actions):
-            return True
-    return False
+            return UNKNOWN_CHANGES
+        for action in actions:
+            for kind in ("add", "remove"):
+                if isinstance(entry := action.get(kind), dict):
+                    if not entry.get("dataChange", True):
+                        changes.add("rewritten")
+                    elif kind == "remove":
+                        changes.add("removed")
+    return frozenset(changes)
 
 
-def _commit_actions(native: tuple[pafs.FileSystem, str], version: int, marker: bytes) -> list[dict] | None:
+def removed_rows_between(uri: str, after: int, last: int, storage_options: dict | None = None) -> bool:
+    """Whether a commit of the table at ``uri`` in versions ``after`` (exclusive) to ``last``
+    (inclusive) removed rows (``"removed"`` in :func:`changes_between`: a compaction's removes
+    rewrite rows without removing them). True when the log cannot tell."""
+    return "removed" in changes_between(uri, after, last, storage_options)
+
+
+def _commit_actions(native: tuple[pafs.FileSystem, str], version: int, *markers: bytes) -> list[dict] | None:
     """The actions of ``version``'s commit file of the table that ``native`` (a
-    :func:`native_filesystem` of its root) names, those whose line holds ``marker`` (parsed
-    JSON); None when the file is gone."""
+    :func:`native_filesystem` of its root) names, those whose line holds one of ``markers``
+    (parsed JSON); None when the file is gone."""
     fs, root = native
     try:
         with fs.open_input_stream(f"{root.rstrip('/')}/_delta_log/{int(version):020d}.json") as f:
             raw = f.read()
     except FileNotFoundError:
         return None
-    return [json.loads(line) for line in raw.splitlines() if marker in line]
+    return [json.loads(line) for line in raw.splitlines() if any(m in line for m in markers)]
 
 
 def commit_lineage(uri: str, version: int, storage_options: dict | None = None) -> Lineage | None:

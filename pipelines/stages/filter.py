@@ -28,7 +28,10 @@ reading the rows of the input's files added since this stage's last successful r
 diff of its log, :meth:`pipelines.lake.Lake.read` ``added_since``), where every undecided document
 is: that run decided every document of the version it started from. The keys of the input and the
 outputs are read (to find what leaves) only when the input's log shows rows removed since that
-run; otherwise nothing left, and the run reads nothing of the history.
+run; otherwise nothing left, and the run reads nothing of the history: when the input only
+gained rows since, the new documents' rows are appended (no stored file is searched for their
+keys); after a compaction of the input, whose new files hold documents decided before, they are
+published by key as above.
 
 **Full rebuild.** On the first run, with ``crawlake run --full [filter]``, when the ``filter``
 config section (preset, thresholds, languages, lists — and the content of the blocklist and
@@ -108,15 +111,16 @@ def run(ctx: StageContext) -> StageResult:
             docs = docs.coalesce(tasks)
     else:
         since = incremental.last_input_version(ctx, "filter", SILVER_DOCUMENTS_DEDUP)
-        look = lake.removed_rows_since(SILVER_DOCUMENTS_DEDUP, since)
+        changes = lake.changes_since(SILVER_DOCUMENTS_DEDUP, since)
         added, rows = lake.read_counted(SILVER_DOCUMENTS_DEDUP, added_since=since)
-        docs, replace, removed = _increment(lake, lake.read(SILVER_DOCUMENTS_DEDUP), added, _tasks(rows, cores), look)
+        docs, replace, removed = _increment(lake, lake.read(SILVER_DOCUMENTS_DEDUP), added, _tasks(rows, cores),
+                                           look_for_removed="removed" in changes, rewritten="rewritten" in changes)
     with ctx.staging(OUTPUTS) as staging:
         task = partial(_filter_to_files, params=params, targets=staging.targets)
         details = [json.loads(r.detail) for r in docs.mapInArrow(task, "detail string").collect()]
         staging.add(details)
         for kind in OUTPUTS:   # clean first: the decisions mark documents as decided
-            if replace[kind] == ALL or staging.files[kind] or replace[kind].also:
+            if replace[kind] == ALL or staging.files[kind] or isinstance(replace[kind], Keys) and replace[kind].also:
                 staging.publish(kind, replace=replace[kind], operation="filter")
     groups: Groups = {}
     by_rule: ByRule = {}
@@ -150,23 +154,25 @@ def _tasks(rows: int, cores: int) -> int:
     return max(1, min(cores, -(-rows // MIN_TASK_DOCUMENTS)))
 
 
-def _increment(lake, docs, added, tasks: int, look_for_removed: bool):
-    """What an incremental run does: ``(documents to decide, {kind: Keys}, {table: documents
-    removed})``. ``added``: the input's rows committed since this stage's last run (a superset),
+def _increment(lake, docs, added, tasks: int, *, look_for_removed: bool, rewritten: bool):
+    """What an incremental run does: ``(documents to decide, {kind: Keys, or None to append},
+    {table: documents removed})``. ``added``: the input's rows committed since this stage's last run (a superset),
     where the undecided documents are; only they are read beyond their keys.
 
     Unless ``look_for_removed`` (rows left the input since this stage's last run: a version
     diff), nothing can leave the outputs, since a run that died part way makes the next one full
-    (the plan): the added rows are then decided (a compaction's rewritten rows among them decided
-    again, their rows replaced by key) and no key is read. Otherwise reads the ``doc_id``
+    (the plan): the added rows are then decided and no key is read. They are new documents,
+    appended (no stored file is read to look for their keys), unless ``rewritten`` (a compaction
+    since: its files hold documents decided before, decided again and their rows replaced by
+    key). Otherwise reads the ``doc_id``
     keys of the input, the clean rows and the decisions'
     :data:`~pipelines.kernels.filters.presets.LANGUAGE` rows (one per decided document);
     collects to the driver only the keys that leave an output: decided documents no longer in the input, and clean rows
     not both decided and in the input (of documents that left, or left behind by a run that died
     between its two commits, whose documents are decided again now)."""
     if not look_for_removed:
-        return added.repartition(tasks), {kind: Keys("doc_id") for kind in OUTPUTS}, dict.fromkeys(
-            (spec.qualified_name for spec in OUTPUTS.values()), 0)
+        replace = {kind: Keys("doc_id") if rewritten else None for kind in OUTPUTS}
+        return added.repartition(tasks), replace, dict.fromkeys((spec.qualified_name for spec in OUTPUTS.values()), 0)
 
     def flags(df, mark: str):   # doc_id and which of (i)nput, (d)ecisions, (c)lean holds it
         return df.select("doc_id", *(F.lit(name == mark).alias(name) for name in "idc"))

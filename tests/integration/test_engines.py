@@ -88,8 +88,8 @@ def _quality_row(run_id: str) -> tuple:
 def test_the_version_diff_tells_appends_from_removals(spark, tmp_path, writer):
     """``Lake.removed_rows_since`` (what lets incremental dedup skip looking for documents that
     left bronze) on a log deltalake wrote and on one Spark wrote to a catalog table (found by its
-    location): appends remove nothing, a delete removes rows, and an unknown starting version or
-    a missing table says True (look)."""
+    location): appends remove nothing, a compaction rewrites rows without removing any, a delete
+    removes rows, and an unknown starting version or a missing table says True (look)."""
     from pipelines.lake import Lake
     from schemas.catalog import OPS_QUALITY
 
@@ -104,8 +104,13 @@ def test_the_version_diff_tells_appends_from_removals(spark, tmp_path, writer):
     assert not lake.removed_rows_since(OPS_QUALITY, first)
     assert not lake.removed_rows_since(OPS_QUALITY, first + 2)
     assert lake.removed_rows_since(OPS_QUALITY, None)
+    assert lake.changes_since(OPS_QUALITY, first) == frozenset()
+    target = f"delta.`{lake.location(OPS_QUALITY)}`" if writer != "catalog" else lake.location(OPS_QUALITY)
+    spark.sql(f"OPTIMIZE {target}")   # a compaction rewrites rows, removing none
+    assert lake.changes_since(OPS_QUALITY, first) == {"rewritten"} and not lake.removed_rows_since(OPS_QUALITY, first)
     lake.delete_rows(OPS_QUALITY, "run_id", ["r2"])
     assert lake.removed_rows_since(OPS_QUALITY, first) and lake.removed_rows_since(OPS_QUALITY, first + 2)
+    assert lake.changes_since(OPS_QUALITY, first) == {"removed", "rewritten"}
     assert sorted(r["run_id"] for r in lake.rows(OPS_QUALITY, ["run_id"])) == ["r1", "r3"]
 
 

@@ -107,3 +107,43 @@ def test_a_small_input_in_many_files_is_filtered_by_one_task(spark, tmp_path):
         assert len(DeltaTable(lake.location(spec)).file_uris()) == 1, spec.qualified_name
     decided = {r.doc_id for r in lake.read(SILVER_FILTER_DECISIONS).select("doc_id").distinct().collect()}
     assert decided == {r.doc_id for r in docs.select("doc_id").collect()}
+
+
+def test_an_input_compacted_since_the_last_run_is_decided_again_by_key(spark, tmp_path):
+    """A's pages filtered, then B's appended to the input and the input compacted (OPTIMIZE:
+    its new file holds A's decided pages too): the next run reads that file as added, decides A's
+    pages again and replaces their rows by key, so both tables equal a full rebuild, each document
+    once. Without the compaction the same run appends B's rows (nothing of the history is read)."""
+    from pyspark.sql import functions as F
+
+    from pipelines.lake import Lake
+    from pipelines.runner import run_pipeline
+    from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DOCUMENTS_DEDUP
+
+    cfg = lake_config(tmp_path)
+    cfg = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"input": [
+        real_file("cc-main-2020-34-excerpt.warc.gz"), real_file("ia-heritrix-2008-example.warc.gz")]})})
+    run_pipeline(cfg, stages=("ingest",))
+    lake = Lake(spark, cfg.lake)
+    bronze = lake.read(BRONZE_DOCUMENTS).localCheckpoint()
+    is_a = F.col("source_file").endswith("cc-main-2020-34-excerpt.warc.gz")
+    lake.overwrite(SILVER_DOCUMENTS_DEDUP, bronze.filter(is_a).repartition(2))
+    run_pipeline(cfg, stages=("filter",))
+    since = lake.version(SILVER_DOCUMENTS_DEDUP)
+    lake.insert_new(SILVER_DOCUMENTS_DEDUP, bronze.filter(~is_a))
+    assert lake.changes_since(SILVER_DOCUMENTS_DEDUP, since) == frozenset()   # appended only
+    spark.sql(f"OPTIMIZE delta.`{lake.location(SILVER_DOCUMENTS_DEDUP)}`")
+    assert lake.changes_since(SILVER_DOCUMENTS_DEDUP, since) == {"rewritten"}
+    (run,) = run_pipeline(cfg, stages=("filter",))
+    assert run.result.notes["mode"] == "incremental"
+    assert run.result.rows_in == bronze.count()   # the compacted file's pages, A's among them
+    incremental = {t: _content(spark, cfg, t) for t in ("silver.documents_clean", "silver.filter_decisions")}
+    run_pipeline(cfg, stages=("filter",), full=("filter",))
+    assert incremental == {t: _content(spark, cfg, t) for t in ("silver.documents_clean", "silver.filter_decisions")}
+    decisions = read_lake(spark, cfg, "silver.filter_decisions")
+    assert decisions.count() == decisions.select("doc_id", "filter").distinct().count()
+
+
+def _content(spark, cfg, table: str) -> list[tuple]:
+    df = read_lake(spark, cfg, table)
+    return sorted(tuple(r) for r in df.select(*sorted(df.columns)).collect())
