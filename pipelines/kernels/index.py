@@ -110,7 +110,7 @@ def build_index(vectors: np.ndarray, params: IndexConfig) -> tuple[faiss.Index, 
         raise ValueError(f"unknown index type {params.type!r}; expected one of {INDEX_TYPES}")
     x = _as_matrix(vectors, "vectors")
     n, dim = x.shape
-    kind = params.type if n > max(0, params.flat_max_rows) else "flat"
+    kind = params.type if n > params.flat_max_rows else "flat"   # n == 0: flat (flat_max_rows >= 0)
 
     if kind == "ivfpq":
         n_train = min(n, params.train_sample)
