@@ -206,6 +206,13 @@ def _checkpoint_level(df: DataFrame) -> StorageLevel:
     return StorageLevel.MEMORY_AND_DISK if local else StorageLevel.MEMORY_AND_DISK_2
 
 
+def task_count(rows: int, min_rows: int, most: int) -> int:
+    """Tasks for ``rows`` input rows (an upper bound will do): ``most`` (the cores, say), fewer so
+    that each task gets ``min_rows`` at least, where a task's fixed cost (a Python worker, a model
+    to load, files to stage) is worth that many rows' work; 1 at least."""
+    return max(1, min(most, -(-rows // min_rows)))
+
+
 #: Bytes of one doc_id as Spark holds it (32 hex digits and the row's overhead), rounded up: sizes a broadcast.
 DOC_ID_BYTES = 64
 

@@ -34,8 +34,8 @@ Functions:
 * :func:`exists`, :func:`open_table` — a table at a version (``deltalake.DeltaTable``);
 * :func:`commit_info`, :func:`commit_lineage` — what a version's commit says about itself (the
   run, stage, config hash and input versions crawlake records there);
-* :func:`changes_between`, :func:`removed_rows_between` — whether commits between two versions
-  removed or rewrote rows (a version diff from the log, for the incremental stages);
+* :func:`changes_between` — whether commits between two versions removed or rewrote rows (a
+  version diff from the log, for the incremental stages);
 * :func:`data_files` — a version's data files: filesystem, paths, partition values, sizes;
 * :func:`dataset` — a version as a ``pyarrow.dataset.Dataset`` over those files;
 * :func:`read` / :func:`read_spec` — columns with a filter (pushed down to partition values and
@@ -213,13 +213,6 @@ def changes_between(uri: str, after: int, last: int, storage_options: dict | Non
                     elif kind == "remove":
                         changes.add("removed")
     return frozenset(changes)
-
-
-def removed_rows_between(uri: str, after: int, last: int, storage_options: dict | None = None) -> bool:
-    """Whether a commit of the table at ``uri`` in versions ``after`` (exclusive) to ``last``
-    (inclusive) removed rows (``"removed"`` in :func:`changes_between`: a compaction's removes
-    rewrite rows without removing them). True when the log cannot tell."""
-    return "removed" in changes_between(uri, after, last, storage_options)
 
 
 def _commit_actions(native: tuple[pafs.FileSystem, str], version: int, *markers: bytes) -> list[dict] | None:

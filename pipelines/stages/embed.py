@@ -34,7 +34,7 @@ from pipelines import incremental
 from pipelines.kernels.embed import EmbedParams, embed_batch
 from pipelines.lake import Lake, sql_string
 from pipelines.lake.files import TableFiles, Target
-from pipelines.session import DOC_ID_BYTES, broadcast_if_fits, local_checkpoint
+from pipelines.session import DOC_ID_BYTES, broadcast_if_fits, local_checkpoint, task_count
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import GOLD_EMBEDDINGS, SILVER_DOCUMENTS_CLEAN
 
@@ -159,8 +159,8 @@ def run(ctx: StageContext) -> StageResult:
             # files. Each task loads the model (seconds of CPU) first, so a few documents go to one.
             # By doc_id, not round-robin: which documents share a task (and so a batch, which sets a
             # vector's float rounding) then depends on the documents, not on the shuffle's order.
-            tasks = min(ctx.spark.sparkContext.defaultParallelism, -(-n_todo // cfg.min_task_documents))
-            todo = todo.repartition(max(1, tasks), "doc_id")
+            tasks = task_count(n_todo, cfg.min_task_documents, ctx.spark.sparkContext.defaultParallelism)
+            todo = todo.repartition(tasks, "doc_id")
             task = partial(_embed_to_files, params=params, targets=staging.targets)
             staging.add(json.loads(r.detail) for r in todo.mapInArrow(task, "detail string").collect())
             staging.publish("vectors", operation="embed")

@@ -74,7 +74,7 @@ from pipelines import incremental
 from pipelines.lake import ALL, Keys
 from pipelines.lake.files import TableFiles, Target
 from pipelines.kernels.filters import LANGUAGE, FilterParams, filter_batch, funnel
-from pipelines.session import local_checkpoint
+from pipelines.session import local_checkpoint, task_count
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import SILVER_DOCUMENTS_CLEAN, SILVER_DOCUMENTS_DEDUP, SILVER_FILTER_DECISIONS
 
@@ -103,7 +103,7 @@ def run(ctx: StageContext) -> StageResult:
     if plan.full:
         replace = {"clean": ALL, "decisions": ALL}
         docs, rows = lake.read_counted(SILVER_DOCUMENTS_DEDUP)
-        tasks = _tasks(rows, cores)
+        tasks = task_count(rows, MIN_TASK_DOCUMENTS, cores)
         if docs.rdd.getNumPartitions() < tasks:
             # fewer input files than tasks (a small lake): a shuffle costs far less than an idle core
             docs = docs.repartition(tasks)
@@ -113,7 +113,7 @@ def run(ctx: StageContext) -> StageResult:
         since = incremental.last_input_version(ctx, "filter", SILVER_DOCUMENTS_DEDUP)
         changes = lake.changes_since(SILVER_DOCUMENTS_DEDUP, since)
         added, rows = lake.read_counted(SILVER_DOCUMENTS_DEDUP, added_since=since)
-        docs, replace, removed = _increment(lake, lake.read(SILVER_DOCUMENTS_DEDUP), added, _tasks(rows, cores),
+        docs, replace, removed = _increment(lake, lake.read(SILVER_DOCUMENTS_DEDUP), added, task_count(rows, MIN_TASK_DOCUMENTS, cores),
                                            look_for_removed="removed" in changes, rewritten="rewritten" in changes)
     with ctx.staging(OUTPUTS) as staging:
         task = partial(_filter_to_files, params=params, targets=staging.targets)
@@ -146,12 +146,6 @@ def run(ctx: StageContext) -> StageResult:
     if removed is not None:
         notes["removed_by_table"] = removed
     return StageResult(rows_in=rows_in, rows_out=rows_out, notes=notes)
-
-
-def _tasks(rows: int, cores: int) -> int:
-    """Filter tasks for ``rows`` input documents (all of them, or those added since: an upper
-    bound): one per core, fewer so that each gets :data:`MIN_TASK_DOCUMENTS` at least."""
-    return max(1, min(cores, -(-rows // MIN_TASK_DOCUMENTS)))
 
 
 def _increment(lake, docs, added, tasks: int, *, look_for_removed: bool, rewritten: bool):

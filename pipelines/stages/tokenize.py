@@ -59,6 +59,7 @@ from pipelines.lake import ALL, Keys
 from pipelines.lake.files import TableFiles, Target
 from pipelines.config import TokenizeConfig
 from pipelines.kernels.tokens import document_rows, pack_batches, remove_documents, separator_ids
+from pipelines.session import task_count
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import GOLD_DOCUMENT_TOKENS, GOLD_TOKEN_SEQUENCES, SILVER_DOCUMENTS_CLEAN
 
@@ -92,7 +93,7 @@ def run(ctx: StageContext) -> StageResult:
         docs, gone, first_index = _increment(lake, lake.read(SILVER_DOCUMENTS_CLEAN), added, look)
     # a task's fixed cost is worth MIN_TASK_DOCUMENTS documents' packing; the input's rows (all of
     # them, or those added since: the log's counts) bound the documents to pack from above
-    tasks = max(1, min(cfg.pack_groups, ctx.spark.sparkContext.defaultParallelism, -(-rows // MIN_TASK_DOCUMENTS)))
+    tasks = task_count(rows, MIN_TASK_DOCUMENTS, min(cfg.pack_groups, ctx.spark.sparkContext.defaultParallelism))
     # task t packs the groups g with g * tasks // pack_groups == t: a range of whole groups, by
     # arithmetic (a range partitioner would sample the input in a job of its own first); a single
     # task reads the input itself, with no shuffle before it
