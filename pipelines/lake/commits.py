@@ -589,6 +589,12 @@ def stats_columns(table_uri: str, columns: Sequence[str], partition_by: Sequence
     return indexed_columns(columns, partition_by, configuration)
 
 
+def table_columns(table_uri: str) -> set[str] | None:
+    """The names of the table's columns in its latest version (None: no table)."""
+    table = _delta_table(table_uri)
+    return None if table is None else {f.name for f in table.schema().fields}
+
+
 def table_version(table_uri: str) -> int | None:
     """The table's latest version (None: no table)."""
     table = _delta_table(table_uri)

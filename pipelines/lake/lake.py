@@ -637,13 +637,17 @@ class Lake:
         crawlake), each at its catalog position (``ALTER TABLE ... ADD COLUMNS (c t AFTER p)``),
         so that readers and both writers see the catalog's schema; returns the added names. Only
         nullable columns can be added to rows already written: a missing NOT NULL column raises
-        ValueError naming the table and column. A missing table is left alone."""
-        if not self.exists(spec):
-            return []
-        if (local := self._local(spec)) is not None:
-            from deltalake import DeltaTable as RustTable
+        ValueError naming the table and column. A missing table is left alone.
 
-            have = {f.name for f in RustTable(local).schema().fields}
+        Where deltalake reads the log (:meth:`_direct`) the columns come from one load of it: a
+        run checks every table this way before its first stage, and on object storage a Spark
+        read only for the schema lists the table's files."""
+        if (direct := self._direct(spec)) is not None:
+            have = commits.table_columns(direct)
+            if have is None:
+                return []
+        elif not self.exists(spec):
+            return []
         else:
             have = set(self.read(spec).columns)
         missing = [(i, f) for i, f in enumerate(spec.schema.fields) if f.name not in have]

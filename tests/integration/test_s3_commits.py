@@ -23,6 +23,7 @@ import pytest
 from conftest import DELTALAKE_COMMITTER, REPO, real_file, s3_env, use_s3
 
 from pipelines.lake import read as lake_read
+from pipelines.lake.commits import storage_options as commits_options
 from schemas.catalog import BRONZE_DOCUMENTS, GOLD_INDEX_MANIFEST, OPS_INGEST_LOG, OPS_RUNS, SILVER_DOCUMENTS_DEDUP
 
 pytestmark = pytest.mark.slow
@@ -194,3 +195,24 @@ def test_two_runs_on_one_s3_lake_at_once_lose_no_commit(spark, bucket, tmp_path)
     # Spark reads the same table, through the same log
     use_s3(spark, bucket)
     assert spark.read.format("delta").load(f"{root}/bronze/documents").count() == len(ids)
+
+
+def test_a_table_on_s3_written_before_a_new_column_gets_it(spark, bucket):
+    """A run's schema upgrade on an s3a:// lake: the columns are read from one load of the log
+    (deltalake), and the missing one is added at its catalog place by Spark's ALTER TABLE."""
+    from deltalake import write_deltalake
+
+    from pipelines.config import LakeConfig
+    from pipelines.lake import Lake, arrow_schema
+
+    use_s3(spark, bucket)
+    lake = Lake(spark, LakeConfig(root=f"s3a://{BUCKET}/upgrade"))
+    old = pa.schema([f for f in arrow_schema(OPS_INGEST_LOG) if f.name != "duplicates"])
+    uri = lake.location(OPS_INGEST_LOG)
+    write_deltalake(uri, old.empty_table(), storage_options=commits_options(uri))
+    assert lake.add_missing_columns(OPS_INGEST_LOG) == ["duplicates"]
+    assert lake.add_missing_columns(OPS_INGEST_LOG) == []   # now complete: nothing to alter
+    names = lake_read.read(uri).schema.names
+    assert names == list(arrow_schema(OPS_INGEST_LOG).names)
+    assert lake.add_missing_columns(OPS_RUNS) == []          # no table: left alone
+    assert not lake.exists(OPS_RUNS)
