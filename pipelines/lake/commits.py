@@ -310,20 +310,34 @@ def as_nullable(schema, *, metadata: bool = True):
     return schema
 
 
+class TableState(NamedTuple):
+    """What a writer learns of a table from one load of its log (:func:`table_state`)."""
+    #: a plain commit of add/remove actions may write it (see :func:`writable`)
+    writable: bool
+    #: its properties (``delta.*`` settings); None when there is no table yet
+    configuration: Mapping[str, str | None] | None
+
+
+def table_state(table_uri: str) -> TableState:
+    """:func:`writable` and the table's properties, from one load of its log (on S3 a load is
+    requests: a stage learns both of each output before writing it)."""
+    from pipelines.lake.objectstore import is_s3
+
+    root = _root(table_uri)
+    if "://" in root and not is_s3(root):
+        return TableState(False, None)
+    if (table := _delta_table(root)) is None:
+        return TableState(not _log_exists(root), None)
+    protocol = table.protocol()
+    return TableState(protocol.min_writer_version <= 2 and not protocol.writer_features, table.metadata().configuration)
+
+
 def writable(table_uri: str) -> bool:
     """True when ``table_uri`` is a Delta table (or no table yet) on local disk or S3 that a plain
     commit of add/remove actions may write: writer version <= 2 and no table features (no CHECK
     constraints, generated columns, deletion vectors or column mapping a writer must honour).
     False for other locations (other object stores: their commit safety is not established here)."""
-    from pipelines.lake.objectstore import is_s3
-
-    root = _root(table_uri)
-    if "://" in root and not is_s3(root):
-        return False
-    if (table := _delta_table(root)) is None:
-        return not _log_exists(root)
-    protocol = table.protocol()
-    return protocol.min_writer_version <= 2 and not protocol.writer_features
+    return table_state(table_uri).writable
 
 
 class PlainSnapshot(NamedTuple):
@@ -394,9 +408,10 @@ def _log_exists(root: str) -> bool:
 def commit(table_uri: str, schema_json: str, partition_by: Sequence[str], adds: Sequence[DataFile],
            removes: Sequence[Mapping] = (), *, txn: tuple[str, int] | None = None,
            configuration: Mapping[str, str] | None = None, operation: str = "WRITE",
-           lineage: Lineage | None = None) -> bool:
+           lineage: Lineage | None = None, remove_all: bool = False) -> bool:
     """Commit ``adds`` (files already under the table's folder) and ``removes`` (rows of
-    :func:`files_in`, as dicts: the files to retire) as one Delta transaction; create the table
+    :func:`files_in`, as dicts: the files to retire; ``remove_all``: every live file, as read
+    from the version this commit follows) as one Delta transaction; create the table
     with this first commit if it does not exist, with ``schema_json`` (a Delta schema as JSON),
     ``partition_by`` and ``configuration`` (table properties).
 
@@ -415,6 +430,8 @@ def commit(table_uri: str, schema_json: str, partition_by: Sequence[str], adds: 
 
     root = _root(table_uri)
     table = _delta_table(root)
+    if remove_all:
+        removes = _live_files(table).to_pylist()
     if _txn_done(table, txn) or (table is not None and not adds and not removes):
         return False
     now_ms = int(time.time() * 1000)
@@ -580,15 +597,6 @@ def _txn_done(table, txn: tuple[str, int] | None) -> bool:
     return done is not None and done >= txn[1]
 
 
-def stats_columns(table_uri: str, columns: Sequence[str], partition_by: Sequence[str],
-                  configuration: Mapping[str, str | None]) -> list[str]:
-    """:func:`indexed_columns` under the table's own properties, or ``configuration`` (those it will
-    be created with) when the table does not exist yet."""
-    if (table := _delta_table(table_uri)) is not None:
-        configuration = table.metadata().configuration
-    return indexed_columns(columns, partition_by, configuration)
-
-
 def table_columns(table_uri: str) -> set[str] | None:
     """The names of the table's columns in its latest version (None: no table)."""
     table = _delta_table(table_uri)
@@ -606,7 +614,12 @@ def files_in(table_uri: str, partitions: Mapping[str, Sequence[object]] | None =
     """The table's live files (``path``, ``size_bytes``, ``partition.<col>``, ``min.<c>``,
     ``max.<c>`` of ``columns``), only those whose partition values are in ``partitions``
     (``{col: [values, None for null]}``). An empty table when the table does not exist."""
-    if (table := _delta_table(table_uri)) is None:
+    return _live_files(_delta_table(table_uri), partitions, columns)
+
+
+def _live_files(table, partitions: Mapping[str, Sequence[object]] | None = None, columns: Sequence[str] = ()) -> pa.Table:
+    """:func:`files_in` of a loaded table (None: no table)."""
+    if table is None:
         return pa.table({"path": pa.array([], pa.string()), "size_bytes": pa.array([], pa.int64())})
     actions = pa.table(table.get_add_actions(flatten=True))
     keep = None

@@ -363,13 +363,23 @@ class Lake:
         """``"deltalake"`` or ``"spark"``: the engine that commits writes to ``spec``'s table on this
         lake (see the module docstring). Raises ValueError when ``lake.writer: deltalake`` is asked
         of a table or lake deltalake cannot commit to."""
+        return self._writing(spec)[0]
+
+    def _writing(self, spec: TableSpec) -> tuple[str, tuple[str, ...]]:
+        """:meth:`writer` and, when it is deltalake, the columns its add actions carry statistics
+        of (Delta's data-skipping columns under the table's properties, or under the catalog's
+        when it does not exist yet; () for Spark), from one load of the table's log."""
         direct = self._direct(spec)
-        can = spec.engine == "auto" and direct is not None and commits.writable(direct)
+        state = commits.table_state(direct) if spec.engine == "auto" and direct is not None else None
+        can = state is not None and state.writable
         if self.cfg.writer == "deltalake" and spec.engine == "auto" and not can:
             raise ValueError(f"lake.writer=deltalake cannot commit {spec.qualified_name} at {self.location(spec)}: "
                              "deltalake commits only to path-mode tables on local disk, or on S3 with "
                              "lake.s3_commits=conditional_put, without writer features")
-        return "deltalake" if can and self.cfg.writer != "spark" else "spark"
+        if not can or self.cfg.writer == "spark":
+            return "spark", ()
+        configuration = properties(spec) if state.configuration is None else state.configuration
+        return "deltalake", tuple(commits.indexed_columns(spec.columns, spec.partition_by, configuration))
 
     def _record(self, spec: TableSpec, engine: str) -> None:
         self.written[spec.qualified_name] = engine
@@ -384,26 +394,21 @@ class Lake:
         results pass (:class:`Gate`)."""
         return Staging(self, outputs, options or {}, gate)
 
-    def stats_columns(self, spec: TableSpec) -> list[str]:
-        """The columns Delta keeps per-file statistics of in ``spec``'s table."""
-        if (direct := self._direct(spec)) is not None:
-            return commits.stats_columns(direct, spec.columns, spec.partition_by, properties(spec))
-        return commits.indexed_columns(spec.columns, spec.partition_by, properties(spec))
-
     def _publish_files(self, spec: TableSpec, engine: str, folder: str, files: list[DataFile], replace,
-                       txn: tuple[str, int] | None, operation: str) -> bool:
+                       txn: tuple[str, int] | None, operation: str, stats_columns: Sequence[str] = ()) -> bool:
+        """Commit ``files`` (staged under ``folder``) to ``spec``'s table with ``engine``; for
+        deltalake, ``stats_columns`` are the table's (:meth:`_writing`), for the files a
+        replace by :class:`Rows` rewrites."""
         if engine == "deltalake":
             root = self._direct(spec)
             removes, rewritten = [], []
-            if replace == ALL:
-                removes = commits.files_in(root).to_pylist()
-            elif isinstance(replace, Rows):
+            if isinstance(replace, Rows):
                 removes, rewritten = commits.retire_rows(root, replace.column, list(replace.values), replace.partitions,
-                                                         self.stats_columns(spec), where=replace.where)
+                                                         list(stats_columns), where=replace.where)
             try:
                 done = commits.commit(root, delta_schema_json(spec), spec.partition_by, [*files, *rewritten], removes,
                                       txn=txn, configuration=properties(spec), operation=operation,
-                                      lineage=self.lineage)
+                                      lineage=self.lineage, remove_all=replace == ALL)
             except BaseException:
                 commits.remove_files(root, rewritten)
                 raise
@@ -428,18 +433,17 @@ class Lake:
         """Replace the rows ``replace`` selects (None: append) with ``rows`` (tuples in ``spec``'s
         column order), one commit; with ``txn`` it is skipped (False) when that app already
         committed that version."""
-        engine = self.writer(spec)
+        engine, stats = self._writing(spec)
         self._record(spec, engine)
         if engine == "deltalake":
             root = self._direct(spec)
-            target = Target(spec.qualified_name, root, arrow_schema(spec), tuple(spec.partition_by),
-                            tuple(self.stats_columns(spec)))
+            target = Target(spec.qualified_name, root, arrow_schema(spec), tuple(spec.partition_by), stats)
             with TableFiles({"rows": target}) as out:
                 out.write("rows", pa.Table.from_pylist([dict(zip(spec.columns, row)) for row in rows],
                                                        schema=target.schema))
             files = collect_staged([{"staged": out.staged()}], ["rows"])["rows"]
             try:
-                done = self._publish_files(spec, engine, root, files, replace, txn, "WRITE")
+                done = self._publish_files(spec, engine, root, files, replace, txn, "WRITE", stats)
             except BaseException:
                 commits.remove_files(root, files)
                 raise
@@ -456,11 +460,11 @@ class Lake:
         stays distributed under Spark (a MERGE), however large."""
         if not values or not self.exists(spec):
             return
-        engine = self.writer(spec)
+        engine, stats = self._writing(spec)
         self._record(spec, engine)
         if engine == "deltalake":
             root = self._direct(spec)
-            removes, rewritten = commits.retire_rows(root, column, list(values), None, self.stats_columns(spec),
+            removes, rewritten = commits.retire_rows(root, column, list(values), None, list(stats),
                                                      where=dict(where or {}))
             if removes:
                 commits.commit(root, delta_schema_json(spec), spec.partition_by, rewritten, removes,
@@ -691,13 +695,13 @@ class Staging:
     def __init__(self, lake: Lake, outputs: Mapping[str, TableSpec], options: Mapping[str, Sequence],
                  gate: Gate | None = None):
         self.lake, self.outputs, self.gate = lake, dict(outputs), gate
-        self.engines = {kind: lake.writer(spec) for kind, spec in self.outputs.items()}
+        writing = {kind: lake._writing(spec) for kind, spec in self.outputs.items()}
+        self.engines = {kind: engine for kind, (engine, _) in writing.items()}
         self.folder = f"{lake.root.rstrip('/')}/_staging/{uuid.uuid4().hex}"
         self.targets = {
             kind: Target(spec.qualified_name,
                          lake._direct(spec) if self.engines[kind] == "deltalake" else f"{self.folder}/{spec.layer}.{spec.name}",
-                         arrow_schema(spec), tuple(spec.partition_by),
-                         tuple(lake.stats_columns(spec)) if self.engines[kind] == "deltalake" else (),
+                         arrow_schema(spec), tuple(spec.partition_by), writing[kind][1],
                          tuple(options.get(kind, ())), audit=gate is not None)
             for kind, spec in self.outputs.items()}
         #: ``{kind: [DataFile]}``: staged and not yet published
@@ -774,7 +778,8 @@ class Staging:
         files = self.files[kind]
         if isinstance(replace, Keys):
             replace = replace.rows(self.read_arrow(kind, [replace.column]).column(replace.column).to_pylist())
-        done = self.lake._publish_files(spec, engine, self.targets[kind].folder, files, replace, txn, operation)
+        done = self.lake._publish_files(spec, engine, self.targets[kind].folder, files, replace, txn, operation,
+                                        self.targets[kind].stats_columns)
         if done or engine == "spark":
             self.files[kind] = []
         return done

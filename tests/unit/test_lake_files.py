@@ -136,6 +136,24 @@ def test_commit_replace_by_source_and_the_mixed_file_case(tmp_path):
         delta_files.describe(str(tmp_path), "missing.parquet", {}, ["n"])
 
 
+def test_table_state_and_a_commit_that_replaces_every_file(tmp_path):
+    root = str(tmp_path / "t")
+    assert delta_files.table_state(root) == delta_files.TableState(True, None)   # no table yet
+    assert delta_files.commit(root, SCHEMA_JSON, (), [_write(root, delta_files.part_name(s), s, [1, 2]) for s in ("a", "b")],
+                              configuration={"delta.dataSkippingNumIndexedCols": "2"})
+    state = delta_files.table_state(root)
+    assert state.writable and state.configuration == {"delta.dataSkippingNumIndexedCols": "2"}
+    assert delta_files.table_state("gs://bucket/t") == delta_files.TableState(False, None)   # not a store we commit to
+    new = _write(root, delta_files.part_name("c"), "c", [5])
+    assert delta_files.commit(root, SCHEMA_JSON, (), [new], remove_all=True)
+    assert DeltaTable(root).to_pyarrow_table().column("n").to_pylist() == [5]
+    assert delta_files.files_in(root).column("path").to_pylist() == [new.path]
+    # nothing staged and nothing left to remove but that file: an overwrite with no rows empties the table
+    assert delta_files.commit(root, SCHEMA_JSON, (), [], remove_all=True)
+    assert DeltaTable(root).to_pyarrow_table().num_rows == 0 and DeltaTable(root).version() == 2
+    assert not delta_files.commit(root, SCHEMA_JSON, (), [], remove_all=True)   # already empty: no commit
+
+
 def test_writers_racing_to_create_a_table_make_one_create_and_append_after_it(tmp_path):
     """delta-rs retries a create that lost version 0 at version 1 with a second protocol and
     metadata, and a writer appending in between then fails ("Metadata changed since last commit";
