@@ -268,15 +268,17 @@ def _kept_candidates(new: DataFrame, old: DataFrame, old_docs: DataFrame, column
     caller unpersists it.
 
     ``hint``: applied to the new documents' keys joined with the kept ones' (a broadcast hint).
-    The candidates are found first (checkpointed) and counted, so that ``old_docs`` is narrowed to
-    them where it lies when their doc_ids fit a broadcast, rather than shuffled to meet them.
+    The candidates' doc_ids are found first (from the index's keys only, checkpointed) and
+    counted, so that the index rows and ``old_docs`` are narrowed to them where they lie when
+    they fit a broadcast, rather than shuffled (signatures and all) to meet them.
     """
     by_text = old.join(hint(new.select("text_hash")), "text_hash", "left_semi").select("doc_id")
     by_band = (_band_rows(old).join(hint(_band_rows(new).select("band", "band_hash")), ["band", "band_hash"], "left_semi")
                .select("doc_id"))
-    found, count = counted_checkpoint(old.join(by_text.union(by_band), "doc_id", "left_semi"))
+    ids, count = counted_checkpoint(by_text.union(by_band))   # a doc_id met both ways is there twice
     narrow = broadcast_if_fits(old.sparkSession, count * DOC_ID_BYTES)
-    docs = old_docs.select("doc_id", *columns).join(narrow(found.select("doc_id")), "doc_id", "left_semi")
+    found = old.join(narrow(ids), "doc_id", "left_semi")
+    docs = old_docs.select("doc_id", *columns).join(narrow(ids), "doc_id", "left_semi")
     return found.join(docs, "doc_id", "left").persist()
 
 
