@@ -11,7 +11,7 @@ ordinary commit. Only :class:`pipelines.lake.Lake` calls this module.
 Follows the Delta protocol (delta-io/delta ``PROTOCOL.md``: "Add File and Remove File",
 "Per-file Statistics", "Partition Value Serialization", "Set Transaction"). Only tables a plain
 append may write are used (writer version <= 2: no CHECK constraints, generated columns or table
-features a writer must enforce on the data); :func:`writable` says which.
+features a writer must enforce on the data); :func:`table_state` says which.
 """
 
 from __future__ import annotations
@@ -312,15 +312,18 @@ def as_nullable(schema, *, metadata: bool = True):
 
 class TableState(NamedTuple):
     """What a writer learns of a table from one load of its log (:func:`table_state`)."""
-    #: a plain commit of add/remove actions may write it (see :func:`writable`)
+    #: a plain commit of add/remove actions may write it: a Delta table (or no table yet) on local
+    #: disk or S3 with writer version <= 2 and no table features (no CHECK constraints, generated
+    #: columns, deletion vectors or column mapping a writer must honour). False for other
+    #: locations (other object stores: their commit safety is not established here).
     writable: bool
     #: its properties (``delta.*`` settings); None when there is no table yet
     configuration: Mapping[str, str | None] | None
 
 
 def table_state(table_uri: str) -> TableState:
-    """:func:`writable` and the table's properties, from one load of its log (on S3 a load is
-    requests: a stage learns both of each output before writing it)."""
+    """Whether a plain commit may write the table, and its properties, from one load of its log
+    (on S3 a load is requests: a stage learns both of each output before writing it)."""
     from pipelines.lake.objectstore import is_s3
 
     root = _root(table_uri)
@@ -330,14 +333,6 @@ def table_state(table_uri: str) -> TableState:
         return TableState(not _log_exists(root), None)
     protocol = table.protocol()
     return TableState(protocol.min_writer_version <= 2 and not protocol.writer_features, table.metadata().configuration)
-
-
-def writable(table_uri: str) -> bool:
-    """True when ``table_uri`` is a Delta table (or no table yet) on local disk or S3 that a plain
-    commit of add/remove actions may write: writer version <= 2 and no table features (no CHECK
-    constraints, generated columns, deletion vectors or column mapping a writer must honour).
-    False for other locations (other object stores: their commit safety is not established here)."""
-    return table_state(table_uri).writable
 
 
 class PlainSnapshot(NamedTuple):

@@ -395,7 +395,7 @@ class Lake:
         return Staging(self, outputs, options or {}, gate)
 
     def _publish_files(self, spec: TableSpec, engine: str, folder: str, files: list[DataFile], replace,
-                       txn: tuple[str, int] | None, operation: str, stats_columns: Sequence[str] = ()) -> bool:
+                       txn: tuple[str, int] | None, operation: str, stats_columns: Sequence[str]) -> bool:
         """Commit ``files`` (staged under ``folder``) to ``spec``'s table with ``engine``; for
         deltalake, ``stats_columns`` are the table's (:meth:`_writing`), for the files a
         replace by :class:`Rows` rewrites."""
@@ -488,7 +488,7 @@ class Lake:
             return None
         engine = self.writer(spec)
         self._record(spec, engine)
-        if engine == "deltalake":   # such a table has no deletion vectors (commits.writable)
+        if engine == "deltalake":   # such a table has no deletion vectors (commits.table_state)
             return len(commits.vacuum(self._direct(spec), lineage=self.lineage))
         target = f"delta.`{self.location(spec)}`" if self.cfg.mode == "path" else self.location(spec)
         features = self._delta(spec).detail().select("tableFeatures").first()[0] or []

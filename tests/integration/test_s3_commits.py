@@ -127,7 +127,7 @@ def test_deltalake_replaces_rows_on_s3(bucket):
     one, two = "s3://crawl/one.warc.gz", "s3://crawl/two.warc.gz"
     named = put(commits.part_name(one), {"source_file": [one], "n": [1]})
     mixed = put("part-00000-mixed.c000.snappy.parquet", {"source_file": [one, two], "n": [2, 3]})
-    assert commits.writable(uri) and commits.commit(uri, schema_json, (), [named, mixed])
+    assert commits.table_state(uri).writable and commits.commit(uri, schema_json, (), [named, mixed])
     removes, rewritten = commits.retire_rows(uri, "source_file", [one], None, ["source_file", "n"])
     assert sorted(r["path"] for r in removes) == sorted([named.path, mixed.path]) and len(rewritten) == 1
     again = put(commits.part_name(one), {"source_file": [one], "n": [7]})

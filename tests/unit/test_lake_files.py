@@ -100,7 +100,7 @@ def test_commit_replace_by_source_and_the_mixed_file_case(tmp_path):
     one, two = "/data/one.warc.gz", "/data/two.warc.gz"
     first = [_write(root, delta_files.part_name(s), s, [1, 2, 3]) for s in (one, two)]
     delta_files.commit(str(root), SCHEMA_JSON, (), first, configuration={"delta.dataSkippingNumIndexedCols": "3"})
-    assert delta_files.table_version(str(root)) == 0 and delta_files.writable(str(root))
+    assert delta_files.table_version(str(root)) == 0 and delta_files.table_state(str(root)).writable
 
     removes, rewritten = delta_files.retire_rows(str(root), "source_file", [one], None, ["n"])
     assert [r["path"] for r in removes] == [first[0].path] and rewritten == []   # by its name, unread
