@@ -76,6 +76,8 @@ from schemas.catalog import BRONZE_DOCUMENTS, SILVER_DEDUP_INDEX, SILVER_DOCUMEN
 
 #: Bytes of one band key row (band, band hash) as Spark holds it, rounded up: sizes a broadcast.
 BAND_KEY_BYTES = 32
+#: Bytes of one (doc_id or cluster_id, method) row as Spark holds it, rounded up: sizes a broadcast.
+CLUSTER_KEY_BYTES = 96
 #: The outputs, by the kind their staged files are published as.
 OUTPUTS = {"index": SILVER_DEDUP_INDEX, "clusters": SILVER_DUPLICATE_CLUSTERS, "documents": SILVER_DOCUMENTS_DEDUP}
 
@@ -348,24 +350,29 @@ def _with_jaccard(rows: DataFrame, signatures: DataFrame) -> DataFrame:
             .drop("_sig", "_kept_sig"))
 
 
-def _with_cluster_sizes(lake: Lake, rows: DataFrame) -> DataFrame:
+def _with_cluster_sizes(lake: Lake, rows: DataFrame, most_rows: int) -> DataFrame:
     """What an incremental run stages for ``silver.duplicate_clusters``, which is published by
     replacing every stored row of the doc_ids staged: this run's rows; the stored rows of the
     clusters they join, with cluster_size recounted; and the stored rows, as they are, of those
     doc_ids in their other method's cluster (a kept document is in an exact and a near cluster).
 
     Stored rows change only in ``cluster_size``: their decision (cluster, kept, method, jaccard)
-    is final.
+    is final. ``most_rows`` bounds the number of ``rows`` (an estimate will do): this run's keys,
+    and then the recounted rows' (counted), are broadcast when they fit, so the stored table is
+    read where it lies, not shuffled to meet them. The keys are not made distinct first (a semi
+    join does not need it): Spark cannot size a checkpoint, and before such a shuffle it built
+    runtime Bloom filters over the whole stored table and shipped them in every task.
     """
     stored_all = lake.read(SILVER_DUPLICATE_CLUSTERS)
-    clusters = rows.select("cluster_id", "method").distinct()
-    stored = (stored_all.join(clusters, ["cluster_id", "method"], "left_semi")
-              .join(rows.select("doc_id", "method"), ["doc_id", "method"], "left_anti"))
-    resized = local_checkpoint(
+    small = broadcast_if_fits(lake.spark, most_rows * CLUSTER_KEY_BYTES)
+    stored = (stored_all.join(small(rows.select("cluster_id", "method")), ["cluster_id", "method"], "left_semi")
+              .join(small(rows.select("doc_id", "method")), ["doc_id", "method"], "left_anti"))
+    resized, count = counted_checkpoint(
         stored.unionByName(rows)
         .withColumn("cluster_size", F.count("*").over(Window.partitionBy("cluster_id", "method")).cast("int")))
-    others = (stored_all.join(resized.select("doc_id").distinct(), "doc_id", "left_semi")
-              .join(resized.select("doc_id", "method"), ["doc_id", "method"], "left_anti"))
+    touched = broadcast_if_fits(lake.spark, count * CLUSTER_KEY_BYTES)
+    others = (stored_all.join(touched(resized.select("doc_id")), "doc_id", "left_semi")
+              .join(touched(resized.select("doc_id", "method")), ["doc_id", "method"], "left_anti"))
     return resized.unionByName(others)
 
 
@@ -437,17 +444,19 @@ def run(ctx: StageContext) -> StageResult:
     clusters = exact_rows.unionByName(near_rows)
     kept_new = (new.join(clusters.filter(~F.col("kept")).select("doc_id"), "doc_id", "left_anti")
                 .withColumn("params", F.lit(params)))
-    _publish(ctx, incremental, kept_new, clusters)
+    # A cluster has one kept row and at least one removed: at most twice the removed rows.
+    _publish(ctx, incremental, kept_new, clusters, 2 * (exact_removed + near_removed))
 
     candidates.unpersist()
     return _result(full_because, rows_in, rows_in - exact_removed - near_removed, hashed.value,
                    bands, rows, cfg, exact_removed, near_removed, removed)
 
 
-def _publish(ctx: StageContext, incremental: bool, kept: DataFrame, clusters: DataFrame) -> None:
+def _publish(ctx: StageContext, incremental: bool, kept: DataFrame, clusters: DataFrame, cluster_rows: int) -> None:
     """Stage, audit and publish one run's decisions, one commit per table (:mod:`pipelines.lake`).
     ``kept``: the new kept documents with their index columns, staged in one pass as the rows of
-    ``silver.documents_dedup`` and of the index.
+    ``silver.documents_dedup`` and of the index. ``cluster_rows``: at least the number of
+    ``clusters`` rows (sizes the broadcasts of :func:`_with_cluster_sizes`).
 
     A full run replaces each table; an incremental one replaces the rows of the doc_ids it
     stages (:class:`~pipelines.lake.Keys`), an upsert. The index goes first and
@@ -458,7 +467,7 @@ def _publish(ctx: StageContext, incremental: bool, kept: DataFrame, clusters: Da
     table.
     """
     if incremental:
-        clusters = _with_cluster_sizes(ctx.lake, clusters)
+        clusters = _with_cluster_sizes(ctx.lake, clusters, cluster_rows)
     order = ("index", "clusters", "documents") if incremental else ("clusters", "documents", "index")
     with ctx.staging(OUTPUTS) as staging:
         staging.stage("clusters", clusters)
