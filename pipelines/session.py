@@ -194,11 +194,15 @@ def local_checkpoint(df: DataFrame) -> DataFrame:
 
 def counted_checkpoint(df: DataFrame, where: str | None = None) -> tuple[DataFrame, int]:
     """:func:`local_checkpoint` of ``df`` and its number of rows (those matching the SQL
-    condition ``where``, when given), from one Spark job instead of two. The checkpoint is
-    marked lazily and the count, which computes every partition, materializes it: Spark stores
-    an RDD marked for checkpointing as the first job that computes it runs."""
+    condition ``where``, when given), from one Spark job: the count that computes every
+    partition materializes the checkpoint, which is marked lazily (Spark stores an RDD marked
+    for checkpointing as the first job that computes it runs). The rows are counted by the RDD
+    of the plan, whose tasks each count theirs: ``DataFrame.count`` would add a second job (its
+    partial counts are shuffled to one final task), a job with its own launch cost for a few
+    numbers."""
     checkpoint = df.localCheckpoint(eager=False, storageLevel=_checkpoint_level(df))
-    return checkpoint, (checkpoint if where is None else checkpoint.filter(where)).count()
+    counted = checkpoint if where is None else checkpoint.filter(where)
+    return checkpoint, counted._jdf.queryExecution().toRdd().count()
 
 
 def _checkpoint_level(df: DataFrame) -> StorageLevel:

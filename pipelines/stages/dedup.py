@@ -434,7 +434,9 @@ def run(ctx: StageContext) -> StageResult:
     # Every removed row is a new document, removed once (an exact copy is not in a near
     # cluster), so the rows counted with not kept give what was kept too.
     exact_rows, exact_removed = counted_checkpoint(_exact_clusters(new, candidates, keep_cols, order), where="NOT kept")
-    survivors = new.join(exact_rows.filter(~F.col("kept")).select("doc_id"), "doc_id", "left_anti")
+    # Removed ids are few and counted: broadcast, so the new documents are not shuffled to meet them.
+    survivors = new.join(broadcast_if_fits(ctx.spark, exact_removed * DOC_ID_BYTES)(
+        exact_rows.filter(~F.col("kept")).select("doc_id")), "doc_id", "left_anti")
 
     # 2. Near, on the exact survivors; kept documents' hashes come from the index.
     near_rows, near_removed = counted_checkpoint(_near_clusters(survivors, candidates, keep_cols, order, cfg),
@@ -442,7 +444,8 @@ def run(ctx: StageContext) -> StageResult:
 
     # 3. Publish: the new kept documents, their index rows and this run's cluster rows.
     clusters = exact_rows.unionByName(near_rows)
-    kept_new = (new.join(clusters.filter(~F.col("kept")).select("doc_id"), "doc_id", "left_anti")
+    removed_ids = broadcast_if_fits(ctx.spark, (exact_removed + near_removed) * DOC_ID_BYTES)
+    kept_new = (new.join(removed_ids(clusters.filter(~F.col("kept")).select("doc_id")), "doc_id", "left_anti")
                 .withColumn("params", F.lit(params)))
     # A cluster has one kept row and at least one removed: at most twice the removed rows.
     _publish(ctx, incremental, kept_new, clusters, 2 * (exact_removed + near_removed))
