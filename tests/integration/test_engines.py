@@ -240,3 +240,24 @@ def test_one_staging_pass_writes_each_row_to_several_tables(spark, tmp_path, wri
             staging.stage("index", df)
     with pytest.raises(ValueError, match="column value is string .* and double in silver.filter_decisions"):
         Lake.conform([SILVER_CLICK_VOCAB, SILVER_FILTER_DECISIONS], df)
+
+
+def test_conform_gives_every_table_its_nullable_schema(spark):
+    """``Lake.conform`` (one projection of SQL casts) types a frame of any catalog table as the
+    nullable form of its schema, lists and maps included, from columns in another order; values
+    of another type are cast."""
+    from pyspark.sql.types import StructType
+
+    from pipelines.lake import Lake
+    from pipelines.lake.lake import nullable_schema
+    from schemas.catalog import SILVER_DUPLICATE_CLUSTERS, TABLES
+
+    for spec in TABLES.values():
+        want = nullable_schema(spec)
+        reordered = StructType(list(reversed(want.fields)))
+        assert Lake.conform(spec, spark.createDataFrame([], reordered)).schema == want, spec.qualified_name
+    as_text = spark.createDataFrame([("d1", "d0", "3", "false", "near", "0.75")],
+                                    "doc_id string, cluster_id string, cluster_size string, kept string, "
+                                    "method string, jaccard string")
+    row = Lake.conform(SILVER_DUPLICATE_CLUSTERS, as_text).first()
+    assert (row.cluster_size, row.kept, row.jaccard) == (3, False, 0.75)
