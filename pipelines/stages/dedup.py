@@ -192,12 +192,18 @@ def _full_because(ctx: StageContext, params: str) -> str | None:
 def _new_documents(lake: Lake, incremental: bool, since: int | None) -> DataFrame:
     """Bronze documents no earlier run decided on (all of them for a full run), looked for among
     the rows committed to bronze after version ``since`` (None: all of bronze)."""
-    bronze = lake.read(BRONZE_DOCUMENTS, added_since=since)
+    bronze, rows = lake.read_counted(BRONZE_DOCUMENTS, added_since=since)
     if not incremental:
         return bronze
-    decided = (lake.read(SILVER_DOCUMENTS_DEDUP).select("doc_id")
-               .union(lake.read(SILVER_DUPLICATE_CLUSTERS).filter(~F.col("kept")).select("doc_id")))
-    return bronze.join(decided, "doc_id", "left_anti")
+    # Which of these were decided is looked up with their doc_ids broadcast (counted from the log)
+    # where the decided tables lie: every decided doc_id, broadcast to meet them, grew with the
+    # history. The decided ones found are at most as many.
+    mine = broadcast_if_fits(lake.spark, rows * DOC_ID_BYTES) if rows is not None else (lambda df: df)
+    ids = mine(bronze.select("doc_id"))
+    decided = (lake.read(SILVER_DOCUMENTS_DEDUP).select("doc_id").join(ids, "doc_id", "left_semi")
+               .union(lake.read(SILVER_DUPLICATE_CLUSTERS).filter(~F.col("kept")).select("doc_id")
+                      .join(ids, "doc_id", "left_semi")))
+    return bronze.join(mine(decided), "doc_id", "left_anti")
 
 
 def _retire_removed(lake: Lake) -> int:
