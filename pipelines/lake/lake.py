@@ -549,7 +549,7 @@ class Lake:
         if have != want:
             raise ValueError(f"{name}: missing columns {sorted(want - have)}, unexpected {sorted(have - want)}")
         # one call into the JVM for the whole projection: a Column per field costs three calls
-        # (a stage conforms before every write); catalog types are primitives, lists and maps
+        # (before each staged or Spark write); catalog types are primitives, lists and maps
         return df.selectExpr(*(f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`" for f in fields.values()))
 
     def _spark_write(self, spec: TableSpec, df: DataFrame, mode: str, *, where: str | None = None,
