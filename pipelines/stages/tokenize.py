@@ -148,9 +148,11 @@ def _increment(lake, docs, added, look_for_removed: bool):
     keys = docs.select("doc_id")
     gone = packed.join(keys, "doc_id", "left_anti").collect() if look_for_removed else []
     new = added.join(packed.select("doc_id"), "doc_id", "left_anti")
-    # after the group's greatest index before this run, so this run's deletions free no index for it
-    last = seqs.groupBy("pack_group").agg(F.max("seq_index").alias("last")).collect()
-    first_index = {r.pack_group: r.last + 1 for r in last}
+    # after the group's greatest index before this run, so this run's deletions free no index for
+    # it; two integer columns, aggregated on the driver
+    last = lake.read_arrow(GOLD_TOKEN_SEQUENCES, ["pack_group", "seq_index"]).group_by("pack_group").aggregate(
+        [("seq_index", "max")])
+    first_index = dict(zip(last["pack_group"].to_pylist(), (i + 1 for i in last["seq_index_max"].to_pylist())))
     return new, gone, first_index
 
 

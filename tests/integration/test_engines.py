@@ -261,3 +261,23 @@ def test_conform_gives_every_table_its_nullable_schema(spark):
                                     "method string, jaccard string")
     row = Lake.conform(SILVER_DUPLICATE_CLUSTERS, as_text).first()
     assert (row.cluster_size, row.kept, row.jaccard) == (3, False, 0.75)
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_the_driver_reads_a_tables_columns_as_arrow(spark, engine_lakes, writer):
+    """``Lake.read_arrow``: the same rows as Spark's read of those columns, whichever way the lake
+    is kept (pyarrow over the log's files on a path lake, Spark in catalog mode); a table not
+    written yet gives no rows and the columns asked for."""
+    from pipelines.lake import Lake
+    from schemas.catalog import GOLD_TOKEN_SEQUENCES, OPS_TAKEDOWNS
+
+    cfg, _ = engine_lakes[writer]
+    lake = Lake(spark, cfg.lake)
+    columns = ["pack_group", "seq_index"]
+    got = lake.read_arrow(GOLD_TOKEN_SEQUENCES, columns)
+    want = sorted(tuple(r) for r in lake.read(GOLD_TOKEN_SEQUENCES).select(*columns).collect())
+    assert got.column_names == columns and want
+    assert sorted(zip(*(got[c].to_pylist() for c in columns))) == want
+    assert not lake.exists(OPS_TAKEDOWNS)
+    empty = lake.read_arrow(OPS_TAKEDOWNS, ["takedown_id", "reason"])
+    assert (empty.num_rows, empty.column_names) == (0, ["takedown_id", "reason"])
