@@ -299,11 +299,15 @@ class Lake:
         driver aggregates sooner than a Spark job (two stages and their tasks) would. Where
         deltalake reads the log (:meth:`_direct`) pyarrow reads the files; elsewhere Spark does
         (``DataFrame.toArrow``). Raises pyarrow's or Spark's error for an unknown column."""
-        if not self.exists(spec):
-            return arrow_schema(spec).empty_table().select(list(columns))
+        from deltalake.exceptions import TableNotFoundError
+
+        empty = arrow_schema(spec).empty_table().select(list(columns))
         if (direct := self._direct(spec)) is not None:
-            return lake_read.read(direct, columns)
-        return self.read(spec).select(*columns).toArrow()
+            try:   # one load of the log, not a second one to learn that the table exists
+                return lake_read.read(direct, columns)
+            except TableNotFoundError:
+                return empty
+        return self.read(spec).select(*columns).toArrow() if self.exists(spec) else empty
 
     def rows(self, spec: TableSpec, columns: Sequence[str], where: Rows | None = None, *,
              limit: int | None = None) -> list[dict]:
