@@ -59,7 +59,7 @@ from pipelines.lake import ALL, Keys
 from pipelines.lake.files import TableFiles, Target
 from pipelines.config import TokenizeConfig
 from pipelines.kernels.tokens import document_rows, pack_batches, remove_documents, separator_ids
-from pipelines.session import task_count
+from pipelines.session import DOC_ID_BYTES, broadcast_if_fits, task_count
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import GOLD_DOCUMENT_TOKENS, GOLD_TOKEN_SEQUENCES, SILVER_DOCUMENTS_CLEAN
 
@@ -90,7 +90,7 @@ def run(ctx: StageContext) -> StageResult:
         since = incremental.last_input_version(ctx, "tokenize", SILVER_DOCUMENTS_CLEAN)
         look = lake.removed_rows_since(SILVER_DOCUMENTS_CLEAN, since)
         added, rows = lake.read_counted(SILVER_DOCUMENTS_CLEAN, added_since=since)
-        docs, gone, first_index = _increment(lake, lake.read(SILVER_DOCUMENTS_CLEAN), added, look)
+        docs, gone, first_index = _increment(lake, lake.read(SILVER_DOCUMENTS_CLEAN), added, rows, look)
     # a task's fixed cost is worth MIN_TASK_DOCUMENTS documents' packing; the input's rows (all of
     # them, or those added since: the log's counts) bound the documents to pack from above
     tasks = task_count(rows, MIN_TASK_DOCUMENTS, min(cfg.pack_groups, ctx.spark.sparkContext.defaultParallelism))
@@ -134,20 +134,26 @@ def run(ctx: StageContext) -> StageResult:
     )
 
 
-def _increment(lake, docs, added, look_for_removed: bool):
+def _increment(lake, docs, added, added_rows: int, look_for_removed: bool):
     """What an incremental run does: ``(new documents, [(doc_id, pack_group)] of the removed
     ones, {pack_group: seq_index of its next new sequence})``. ``added``: the input's rows
     committed since this stage's last successful run (a superset), where the new documents are:
-    that run packed every document of the version it started from. The packed documents are read from
-    the sequences' ``doc_ids`` (``crawlake forget`` deletes ``gold.document_tokens`` rows before
-    this stage runs); collects to the driver only the removed documents and one row per group.
+    that run packed every document of the version it started from; ``added_rows``: their number.
+    The packed documents are read from the sequences' ``doc_ids`` (``crawlake forget`` deletes
+    ``gold.document_tokens`` rows before this stage runs); collects to the driver only the removed
+    documents and one row per group.
     Removed documents are looked for only when ``look_for_removed`` (rows left
     ``silver.documents_clean`` since this stage's last run: a version diff)."""
     seqs = lake.read(GOLD_TOKEN_SEQUENCES)
     packed = seqs.select("pack_group", F.explode("doc_ids").alias("doc_id"))
     keys = docs.select("doc_id")
     gone = packed.join(keys, "doc_id", "left_anti").collect() if look_for_removed else []
-    new = added.join(packed.select("doc_id"), "doc_id", "left_anti")
+    # The added doc_ids (counted from the log) are broadcast to where the sequences lie, and the
+    # packed ones found (at most as many) back to the added rows: every packed doc_id, shuffled to
+    # meet them, grew with the history.
+    mine = broadcast_if_fits(lake.spark, added_rows * DOC_ID_BYTES)
+    again = packed.select("doc_id").join(mine(added.select("doc_id")), "doc_id", "left_semi")
+    new = added.join(mine(again), "doc_id", "left_anti")
     # after the group's greatest index before this run, so this run's deletions free no index for
     # it; two integer columns, aggregated on the driver
     last = lake.read_arrow(GOLD_TOKEN_SEQUENCES, ["pack_group", "seq_index"]).group_by("pack_group").aggregate(
