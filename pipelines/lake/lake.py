@@ -321,15 +321,20 @@ class Lake:
         table replays its log in a job, seconds for a ledger of a few rows, paid again by every
         micro-batch of a stream. Elsewhere (catalog mode, other stores) Spark reads it, with the
         credentials the session has."""
-        if not self.exists(spec):
-            return []
+        from deltalake.exceptions import TableNotFoundError
+
         if (direct := self._direct(spec)) is not None:
-            table = lake_read.read(direct, columns, None if where is None else where.expression(), limit=limit)
+            try:   # one load of the log, not a second one to learn that the table exists
+                table = lake_read.read(direct, columns, None if where is None else where.expression(), limit=limit)
+            except TableNotFoundError:
+                return []
             maps = [f.name for f in table.schema if pa.types.is_map(f.type)]
             rows = table.to_pylist()
             for r in rows:   # pyarrow gives a map as a list of pairs; Spark as a dict: a dict here
                 r.update({m: dict(r[m]) for m in maps if r[m] is not None})
             return rows
+        if not self.exists(spec):
+            return []
         df = self.read(spec) if where is None else self.read(spec).where(where.predicate())
         df = df if limit is None else df.limit(limit)
         # PySpark gives timestamps as naive local times; pyarrow as UTC-aware: the same here

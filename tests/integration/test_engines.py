@@ -265,10 +265,10 @@ def test_conform_gives_every_table_its_nullable_schema(spark):
 
 @pytest.mark.parametrize("writer", WRITERS)
 def test_the_driver_reads_a_tables_columns_as_arrow(spark, engine_lakes, writer):
-    """``Lake.read_arrow``: the same rows as Spark's read of those columns, whichever way the lake
-    is kept (pyarrow over the log's files on a path lake, Spark in catalog mode); a table not
-    written yet gives no rows and the columns asked for."""
-    from pipelines.lake import Lake
+    """``Lake.read_arrow`` and ``Lake.rows``: the same rows as Spark's read of those columns,
+    whichever way the lake is kept (pyarrow over the log's files on a path lake, Spark in catalog
+    mode); a table not written yet gives no rows (and read_arrow the columns asked for)."""
+    from pipelines.lake import Lake, Rows
     from schemas.catalog import GOLD_TOKEN_SEQUENCES, OPS_TAKEDOWNS
 
     cfg, _ = engine_lakes[writer]
@@ -281,3 +281,6 @@ def test_the_driver_reads_a_tables_columns_as_arrow(spark, engine_lakes, writer)
     assert not lake.exists(OPS_TAKEDOWNS)
     empty = lake.read_arrow(OPS_TAKEDOWNS, ["takedown_id", "reason"])
     assert (empty.num_rows, empty.column_names) == (0, ["takedown_id", "reason"])
+    assert sorted((r["pack_group"], r["seq_index"]) for r in lake.rows(GOLD_TOKEN_SEQUENCES, columns)) == want
+    assert lake.rows(OPS_TAKEDOWNS, ["takedown_id"]) == []
+    assert lake.rows(OPS_TAKEDOWNS, ["takedown_id"], Rows("takedown_id", ("t1",)), limit=1) == []
