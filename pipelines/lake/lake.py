@@ -299,15 +299,24 @@ class Lake:
         driver aggregates sooner than a Spark job (two stages and their tasks) would. Where
         deltalake reads the log (:meth:`_direct`) pyarrow reads the files; elsewhere Spark does
         (``DataFrame.toArrow``). Raises pyarrow's or Spark's error for an unknown column."""
-        from deltalake.exceptions import TableNotFoundError
-
         empty = arrow_schema(spec).empty_table().select(list(columns))
         if (direct := self._direct(spec)) is not None:
-            try:   # one load of the log, not a second one to learn that the table exists
-                return lake_read.read(direct, columns)
-            except TableNotFoundError:
-                return empty
+            table = self._read_direct(direct, columns)
+            return empty if table is None else table
         return self.read(spec).select(*columns).toArrow() if self.exists(spec) else empty
+
+    @staticmethod
+    def _read_direct(direct: str, columns: Sequence[str], where: Rows | None = None,
+                     limit: int | None = None) -> pa.Table | None:
+        """pyarrow's read of the table at ``direct`` (:meth:`_direct`; :func:`lake_read.read`),
+        or None when it does not exist: one load of the log, not a second one to learn that the
+        table exists."""
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            return lake_read.read(direct, columns, None if where is None else where.expression(), limit=limit)
+        except TableNotFoundError:
+            return None
 
     def rows(self, spec: TableSpec, columns: Sequence[str], where: Rows | None = None, *,
              limit: int | None = None) -> list[dict]:
@@ -321,12 +330,8 @@ class Lake:
         table replays its log in a job, seconds for a ledger of a few rows, paid again by every
         micro-batch of a stream. Elsewhere (catalog mode, other stores) Spark reads it, with the
         credentials the session has."""
-        from deltalake.exceptions import TableNotFoundError
-
         if (direct := self._direct(spec)) is not None:
-            try:   # one load of the log, not a second one to learn that the table exists
-                table = lake_read.read(direct, columns, None if where is None else where.expression(), limit=limit)
-            except TableNotFoundError:
+            if (table := self._read_direct(direct, columns, where, limit)) is None:
                 return []
             maps = [f.name for f in table.schema if pa.types.is_map(f.type)]
             rows = table.to_pylist()
