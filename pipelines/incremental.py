@@ -105,6 +105,23 @@ def last_input_version(ctx: StageContext, stage: str, spec: TableSpec) -> int | 
     return (mine[-1]["input_versions"] or {}).get(spec.qualified_name) if mine else None
 
 
+def not_yet_in(spark, added, added_rows: int | None, *stored):
+    """The rows of ``added`` (a DataFrame with ``doc_id``: an input's rows committed since a
+    stage's last run) whose doc_id none of ``stored`` (DataFrames with ``doc_id``: what the stage
+    already holds, any size) has. The added doc_ids, ``added_rows`` of them (counted from the log;
+    None: unknown, no hint), are broadcast to where the stored ones lie, and the stored ones found
+    (at most as many) back to the added rows: every stored doc_id, shuffled to meet them, would
+    grow with the history."""
+    from functools import reduce
+
+    from pipelines.session import DOC_ID_BYTES, broadcast_if_fits
+
+    mine = broadcast_if_fits(spark, added_rows * DOC_ID_BYTES) if added_rows is not None else (lambda df: df)
+    ids = mine(added.select("doc_id"))
+    found = reduce(lambda a, b: a.union(b), [s.select("doc_id").join(ids, "doc_id", "left_semi") for s in stored])
+    return added.join(mine(found), "doc_id", "left_anti")
+
+
 def rebuilt_since(runs: list[dict], stage: str, since) -> bool:
     """Whether a successful run of ``stage`` in ``runs`` (:func:`succeeded_runs`) rebuilt in full
     (notes ``mode: full``) after ``since`` (a run's ``started_at``)."""

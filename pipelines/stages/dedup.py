@@ -59,7 +59,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import DoubleType
 
 from pipelines import incremental
-from pipelines.incremental import last_input_version
+from pipelines.incremental import last_input_version, not_yet_in
 from pipelines.config import DedupConfig
 from pipelines.kernels import graph
 from pipelines.kernels.minhash import (
@@ -195,15 +195,8 @@ def _new_documents(lake: Lake, incremental: bool, since: int | None) -> DataFram
     bronze, rows = lake.read_counted(BRONZE_DOCUMENTS, added_since=since)
     if not incremental:
         return bronze
-    # Which of these were decided is looked up with their doc_ids broadcast (counted from the log)
-    # where the decided tables lie: every decided doc_id, broadcast to meet them, grew with the
-    # history. The decided ones found are at most as many.
-    mine = broadcast_if_fits(lake.spark, rows * DOC_ID_BYTES) if rows is not None else (lambda df: df)
-    ids = mine(bronze.select("doc_id"))
-    decided = (lake.read(SILVER_DOCUMENTS_DEDUP).select("doc_id").join(ids, "doc_id", "left_semi")
-               .union(lake.read(SILVER_DUPLICATE_CLUSTERS).filter(~F.col("kept")).select("doc_id")
-                      .join(ids, "doc_id", "left_semi")))
-    return bronze.join(mine(decided), "doc_id", "left_anti")
+    return not_yet_in(lake.spark, bronze, rows, lake.read(SILVER_DOCUMENTS_DEDUP),
+                      lake.read(SILVER_DUPLICATE_CLUSTERS).filter(~F.col("kept")))
 
 
 def _retire_removed(lake: Lake) -> int:

@@ -59,7 +59,7 @@ from pipelines.lake import ALL, Keys
 from pipelines.lake.files import TableFiles, Target
 from pipelines.config import TokenizeConfig
 from pipelines.kernels.tokens import document_rows, pack_batches, remove_documents, separator_ids
-from pipelines.session import DOC_ID_BYTES, broadcast_if_fits, task_count
+from pipelines.session import task_count
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import GOLD_DOCUMENT_TOKENS, GOLD_TOKEN_SEQUENCES, SILVER_DOCUMENTS_CLEAN
 
@@ -148,12 +148,7 @@ def _increment(lake, docs, added, added_rows: int, look_for_removed: bool):
     packed = seqs.select("pack_group", F.explode("doc_ids").alias("doc_id"))
     keys = docs.select("doc_id")
     gone = packed.join(keys, "doc_id", "left_anti").collect() if look_for_removed else []
-    # The added doc_ids (counted from the log) are broadcast to where the sequences lie, and the
-    # packed ones found (at most as many) back to the added rows: every packed doc_id, shuffled to
-    # meet them, grew with the history.
-    mine = broadcast_if_fits(lake.spark, added_rows * DOC_ID_BYTES)
-    again = packed.select("doc_id").join(mine(added.select("doc_id")), "doc_id", "left_semi")
-    new = added.join(mine(again), "doc_id", "left_anti")
+    new = incremental.not_yet_in(lake.spark, added, added_rows, packed)
     # after the group's greatest index before this run, so this run's deletions free no index for
     # it; two integer columns, aggregated on the driver
     last = lake.read_arrow(GOLD_TOKEN_SEQUENCES, ["pack_group", "seq_index"]).group_by("pack_group").aggregate(
