@@ -539,9 +539,19 @@ def retire_rows(table_root: str, column: str, values: Sequence, partitions: Mapp
     is retired, rewritten without them if some rows stay (e.g. a file OPTIMIZE compacted across
     sources). The caller commits both lists in one transaction, or deletes ``rewritten``.
     """
-    named = column == "source_file" and not where
-    keys = {source_key(v) for v in values} if named else set()
-    wanted = pa.array(list(values))
+    return retire_any(table_root, column, [(values, where or {})], partitions, stats_columns)
+
+
+def retire_any(table_root: str, column: str, clauses: Sequence[tuple[Sequence, Mapping[str, object]]],
+               partitions: Mapping[str, Sequence] | None, stats_columns: Sequence[str]) -> tuple[list[dict], list[DataFile]]:
+    """:func:`retire_rows` for the rows that any of ``clauses`` selects: each ``(values, where)``
+    selects the rows whose ``column`` is in ``values`` and whose columns equal ``where``'s values
+    (e.g. one clause per ``method`` of ``(doc_id, method)`` keys). Each file is read once."""
+    named = column == "source_file" and len(clauses) == 1 and not clauses[0][1]
+    everything = [v for values, _ in clauses for v in values]
+    keys = {source_key(v) for v in everything} if named else set()
+    extra = list(dict.fromkeys(name for _, where in clauses for name in where))
+    wanted = [(pa.array(list(values)), where) for values, where in clauses]
     removes: list[dict] = []
     rewritten: list[DataFile] = []
     try:
@@ -553,15 +563,17 @@ def retire_rows(table_root: str, column: str, values: Sequence, partitions: Mapp
                 continue
             low, high = entry.get(f"min.{column}"), entry.get(f"max.{column}")
             if isinstance(low, str) and isinstance(high, str) and not any(
-                    low <= v and v[:STRING_PREFIX_LENGTH] <= high[:STRING_PREFIX_LENGTH] for v in values):
+                    low <= v and v[:STRING_PREFIX_LENGTH] <= high[:STRING_PREFIX_LENGTH] for v in everything):
                 continue   # statistics hold 32-character prefixes: v may be in the file iff low <= v <= high's prefix
             path = f"{table_root.rstrip('/')}/{entry['path']}"
             # ParquetFile, not read_table: no partition discovery from the folder names
-            probe = _parquet(path).read(columns=[column, *(where or {})])   # the full rows only when some go
-            hit = pc.is_in(probe.column(column), value_set=wanted.cast(probe.schema.field(column).type))
-            for name, value in (where or {}).items():
-                hit = pc.and_(hit, pc.equal(probe.column(name), value))
-            hit = pc.fill_null(hit, False)
+            probe = _parquet(path).read(columns=[column, *extra])   # the full rows only when some go
+            hit = pa.array([False] * probe.num_rows)
+            for values, where in wanted:
+                part = pc.is_in(probe.column(column), value_set=values.cast(probe.schema.field(column).type))
+                for name, value in where.items():
+                    part = pc.and_(part, pc.equal(probe.column(name), value))
+                hit = pc.or_(hit, pc.fill_null(part, False))
             gone = pc.sum(hit).as_py() or 0
             if not gone:
                 continue

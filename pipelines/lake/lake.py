@@ -155,6 +155,34 @@ def _literal(value) -> str:
     return sql_string(value) if isinstance(value, str) else str(value)
 
 
+@dataclass(frozen=True)
+class AnyRows:
+    """The rows that any of ``parts`` selects, e.g. the ``(doc_id, method)`` pairs of
+    ``silver.duplicate_clusters`` as one :class:`Rows` per method. The parts share their key
+    column and have no ``partitions``; ValueError otherwise."""
+    parts: tuple[Rows, ...]
+
+    def __post_init__(self):
+        if len({p.column for p in self.parts}) > 1 or any(p.partitions for p in self.parts):
+            raise ValueError("AnyRows: the parts must share one key column and have no partitions")
+
+    def predicate(self) -> str:
+        """As a Spark SQL predicate (``false`` for no parts)."""
+        return " OR ".join(f"({p.predicate()})" for p in self.parts) or "false"
+
+    def expression(self) -> "pds.Expression":
+        """As a pyarrow dataset expression (the same rows as :meth:`predicate`)."""
+        expr = pds.scalar(False)
+        for part in self.parts:
+            expr |= part.expression()
+        return expr
+
+
+def _clauses(replace: Rows | AnyRows) -> list[tuple[list, dict]]:
+    """``(values, where)`` of each part, as :func:`commits.retire_rows` takes them."""
+    return [(list(p.values), dict(p.where or {})) for p in (replace.parts if isinstance(replace, AnyRows) else (replace,))]
+
+
 #: ``replace=ALL``: a publish replaces every row of the table.
 ALL = "all"
 
@@ -170,10 +198,28 @@ class Keys:
     the key set must fit the driver (Spark's Delta writer gets it as an ``IN`` list)."""
     column: str
     also: tuple = ()
+    #: a second data column: a stored row is replaced when its (``column``, ``by``) pair is staged,
+    #: e.g. ``silver.duplicate_clusters``' (doc_id, method), where a document has a row per method
+    #: and a publish may replace one of them only. :attr:`also`'s keys lose their rows of every ``by``.
+    by: str | None = None
 
-    def rows(self, staged: Iterable) -> Rows:
-        """The :class:`Rows` of ``staged`` keys and :attr:`also`, sorted, each once."""
-        return Rows(self.column, tuple(sorted({*staged, *self.also})))
+    def columns(self) -> list[str]:
+        """The staged columns that :meth:`rows` takes."""
+        return [self.column] if self.by is None else [self.column, self.by]
+
+    def rows(self, staged: Iterable, by: Iterable | None = None) -> Rows | AnyRows:
+        """The :class:`Rows` of ``staged`` keys and :attr:`also`, sorted, each once; with
+        :attr:`by`, ``by`` holds each staged key's value of it, and the result is an
+        :class:`AnyRows` of one :class:`Rows` per value (those of :attr:`also` first)."""
+        if self.by is None:
+            return Rows(self.column, tuple(sorted({*staged, *self.also})))
+        groups: dict = {}
+        for key, value in zip(staged, by):
+            groups.setdefault(value, set()).add(key)
+        parts = [Rows(self.column, tuple(sorted(self.also)))] if self.also else []
+        parts += [Rows(self.column, tuple(sorted(keys)), where={self.by: value})
+                  for value, keys in sorted(groups.items(), key=lambda item: str(item[0]))]
+        return AnyRows(tuple(parts))
 
 
 class Lake:
@@ -427,7 +473,10 @@ class Lake:
         if engine == "deltalake":
             root = self._direct(spec)
             removes, rewritten = [], []
-            if isinstance(replace, Rows):
+            if isinstance(replace, AnyRows) and replace.parts:
+                removes, rewritten = commits.retire_any(root, replace.parts[0].column, _clauses(replace), None,
+                                                        list(stats_columns))
+            elif isinstance(replace, Rows):
                 removes, rewritten = commits.retire_rows(root, replace.column, list(replace.values), replace.partitions,
                                                          list(stats_columns), where=replace.where)
             try:
@@ -444,7 +493,7 @@ class Lake:
         df = (self.spark.read.schema(nullable_schema(spec)).option("basePath", folder).parquet(*paths) if paths
               else self.spark.createDataFrame([], spec.schema))
         mode = "append" if replace is None else "overwrite"
-        where = replace.predicate() if isinstance(replace, Rows) else None
+        where = replace.predicate() if isinstance(replace, (Rows, AnyRows)) else None
         return self._spark_write(spec, df, mode, where=where, txn=txn)
 
     # -- rows from the driver -------------------------------------------------------------------------
@@ -804,7 +853,8 @@ class Staging:
         self.lake._record(spec, engine)
         files = self.files[kind]
         if isinstance(replace, Keys):
-            replace = replace.rows(self.read_arrow(kind, [replace.column]).column(replace.column).to_pylist())
+            keys = self.read_arrow(kind, replace.columns())
+            replace = replace.rows(*(keys.column(c).to_pylist() for c in replace.columns()))
         done = self.lake._publish_files(spec, engine, self.targets[kind].folder, files, replace, txn, operation,
                                         self.targets[kind].stats_columns)
         if done or engine == "spark":

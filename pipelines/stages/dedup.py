@@ -41,8 +41,8 @@ seed, threshold, verify, keep; recorded in the index's ``params``), or one that 
 --full`` names, decides on all of ``bronze.documents`` and overwrites the three tables. A run
 with no new and no removed documents writes nothing.
 Each table gets one commit of files the tasks stage (:meth:`pipelines.lake.Staging.stage`): an
-incremental run replaces the rows of the doc_ids it stages (an upsert), a full run the whole
-table. The index is committed first and ``silver.documents_dedup`` (which marks kept documents as
+incremental run replaces the rows of the doc_ids it stages (an upsert; in
+``silver.duplicate_clusters``, of the (doc_id, method) pairs), a full run the whole table. The index is committed first and ``silver.documents_dedup`` (which marks kept documents as
 decided) last, so a run that dies between them is redone by the next one.
 The index holds kept documents only, so a newcomer similar only to a removed document is not
 linked to it. Min-label propagation and uncapped buckets remain the simple version; the scale
@@ -80,6 +80,9 @@ BAND_KEY_BYTES = 32
 CLUSTER_KEY_BYTES = 96
 #: The outputs, by the kind their staged files are published as.
 OUTPUTS = {"index": SILVER_DEDUP_INDEX, "clusters": SILVER_DUPLICATE_CLUSTERS, "documents": SILVER_DOCUMENTS_DEDUP}
+#: The rows an incremental run's staged rows replace, per output: a document's, or for the clusters
+#: its row of the method staged (its row in its other method's cluster stays).
+_KEYS = {"index": Keys("doc_id"), "clusters": Keys("doc_id", by="method"), "documents": Keys("doc_id")}
 
 
 def keep_order(keep: list[str] | None = None) -> list[Column]:
@@ -351,28 +354,24 @@ def _with_jaccard(rows: DataFrame, signatures: DataFrame) -> DataFrame:
 
 def _with_cluster_sizes(lake: Lake, rows: DataFrame, most_rows: int) -> DataFrame:
     """What an incremental run stages for ``silver.duplicate_clusters``, which is published by
-    replacing every stored row of the doc_ids staged: this run's rows; the stored rows of the
-    clusters they join, with cluster_size recounted; and the stored rows, as they are, of those
-    doc_ids in their other method's cluster (a kept document is in an exact and a near cluster).
+    replacing the stored rows of the (doc_id, method) pairs staged: this run's rows, and the
+    stored rows of the clusters they join, with cluster_size recounted. A document's row in its
+    other method's cluster (a kept document is in an exact and a near cluster) is not staged and
+    stays as it is.
 
     Stored rows change only in ``cluster_size``: their decision (cluster, kept, method, jaccard)
-    is final. ``most_rows`` bounds the number of ``rows`` (an estimate will do): this run's keys,
-    and then the recounted rows' (counted), are broadcast when they fit, so the stored table is
-    read where it lies, not shuffled to meet them. The keys are not made distinct first (a semi
-    join does not need it): Spark cannot size a checkpoint, and before such a shuffle it built
-    runtime Bloom filters over the whole stored table and shipped them in every task.
+    is final. ``most_rows`` bounds the number of ``rows`` (an estimate will do): this run's keys
+    are broadcast when they fit, so the stored table is read where it lies, not shuffled to meet
+    them. The keys are not made distinct first (a semi join does not need it): Spark cannot size
+    a checkpoint, and before such a shuffle it built runtime Bloom filters over the whole stored
+    table and shipped them in every task.
     """
-    stored_all = lake.read(SILVER_DUPLICATE_CLUSTERS)
     small = broadcast_if_fits(lake.spark, most_rows * CLUSTER_KEY_BYTES)
-    stored = (stored_all.join(small(rows.select("cluster_id", "method")), ["cluster_id", "method"], "left_semi")
+    stored = (lake.read(SILVER_DUPLICATE_CLUSTERS)
+              .join(small(rows.select("cluster_id", "method")), ["cluster_id", "method"], "left_semi")
               .join(small(rows.select("doc_id", "method")), ["doc_id", "method"], "left_anti"))
-    resized, count = counted_checkpoint(
-        stored.unionByName(rows)
-        .withColumn("cluster_size", F.count("*").over(Window.partitionBy("cluster_id", "method")).cast("int")))
-    touched = broadcast_if_fits(lake.spark, count * CLUSTER_KEY_BYTES)
-    others = (stored_all.join(touched(resized.select("doc_id")), "doc_id", "left_semi")
-              .join(touched(resized.select("doc_id", "method")), ["doc_id", "method"], "left_anti"))
-    return resized.unionByName(others)
+    return (stored.unionByName(rows)
+            .withColumn("cluster_size", F.count("*").over(Window.partitionBy("cluster_id", "method")).cast("int")))
 
 
 # -- the stage ----------------------------------------------------------------------------------
@@ -461,7 +460,7 @@ def _publish(ctx: StageContext, incremental: bool, kept: DataFrame, clusters: Da
     ``clusters`` rows (sizes the broadcasts of :func:`_with_cluster_sizes`).
 
     A full run replaces each table; an incremental one replaces the rows of the doc_ids it
-    stages (:class:`~pipelines.lake.Keys`), an upsert. The index goes first and
+    stages (:class:`~pipelines.lake.Keys`; of the (doc_id, method) pairs for the clusters), an upsert. The index goes first and
     ``silver.documents_dedup`` last on an incremental run (the kept documents are then decided);
     on a full run the index goes last (until it holds these settings, the next run redoes this
     one in full). Every table's suite runs in the tasks that stage its files, and its keys are
@@ -478,7 +477,7 @@ def _publish(ctx: StageContext, incremental: bool, kept: DataFrame, clusters: Da
             spec = OUTPUTS[kind]
             if incremental and not staging.files[kind]:   # nothing to add or replace: no commit
                 continue
-            staging.publish(kind, replace=Keys("doc_id") if incremental else ALL, operation="dedup",
+            staging.publish(kind, replace=(_KEYS[kind] if incremental else ALL), operation="dedup",
                             checks=[_unique_across_files(staging.read_arrow(kind, list(spec.keys)), spec.keys)])
 
 

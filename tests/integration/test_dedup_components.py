@@ -3,6 +3,8 @@ propagation) give the same components, each labelled with its smallest doc_id.""
 
 from __future__ import annotations
 
+import pytest
+
 from pipelines.stages.dedup import connected_components
 from tests.unit.test_kernel_graph import sample_edges, union_find
 
@@ -66,20 +68,21 @@ def test_a_join_side_is_broadcast_only_when_it_fits_sparks_threshold(spark):
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", before)
 
 
-def test_an_increments_cluster_rows_meet_the_stored_clusters_where_they_lie(spark, tmp_path):
-    """``_with_cluster_sizes``: this run's rows, the stored rows of the clusters they join with
-    cluster_size recounted, and a touched document's stored row in its other method's cluster as
-    it is. Spark cannot size this run's rows (a checkpoint): told their bound, it broadcasts them,
-    and the stored table is neither shuffled (a sort-merge join) nor filtered by a runtime Bloom
-    filter built over the whole of it and shipped in every task."""
+@pytest.mark.parametrize("writer", ["deltalake", "spark"])
+def test_an_increments_cluster_rows_meet_the_stored_clusters_where_they_lie(spark, tmp_path, writer):
+    """``_with_cluster_sizes``: this run's rows, and the stored rows of the clusters they join
+    with cluster_size recounted; published by (doc_id, method), a touched document's stored row in
+    its other method's cluster stays as it is. Spark cannot size this run's rows (a checkpoint):
+    told their bound, it broadcasts them, and the stored table is neither shuffled (a sort-merge
+    join) nor filtered by a runtime Bloom filter built over the whole of it and shipped in every task."""
     from conftest import lake_config
 
     from pipelines.lake import Lake
     from pipelines.session import local_checkpoint
-    from pipelines.stages.dedup import _with_cluster_sizes
+    from pipelines.stages.dedup import _KEYS, _with_cluster_sizes
     from schemas.catalog import SILVER_DUPLICATE_CLUSTERS
 
-    lake = Lake(spark, lake_config(tmp_path).lake)
+    lake = Lake(spark, lake_config(tmp_path, writer=writer).lake)
     stored = [("k1", "k1", 2, True, "exact", 1.0), ("a1", "k1", 2, False, "exact", 1.0),
               ("k1", "k1", 2, True, "near", 1.0), ("n1", "k1", 2, False, "near", 0.9),
               ("k2", "k2", 2, True, "near", 1.0), ("n2", "k2", 2, False, "near", 0.8)]
@@ -91,9 +94,14 @@ def test_an_increments_cluster_rows_meet_the_stored_clusters_where_they_lie(spar
 
     staged = _with_cluster_sizes(lake, rows, len(new))
     got = sorted(tuple(r) for r in staged.select(*SILVER_DUPLICATE_CLUSTERS.columns).collect())
-    assert got == sorted([("k1", "k1", 3, True, "exact", 1.0), ("a1", "k1", 3, False, "exact", 1.0),
-                          ("a2", "k1", 3, False, "exact", 1.0), ("k1", "k1", 2, True, "near", 1.0),
-                          ("m1", "m1", 2, True, "near", 1.0), ("m2", "m1", 2, False, "near", 0.7)])
+    exact_k1 = [("k1", "k1", 3, True, "exact", 1.0), ("a1", "k1", 3, False, "exact", 1.0), ("a2", "k1", 3, False, "exact", 1.0)]
+    new_pair = [("m1", "m1", 2, True, "near", 1.0), ("m2", "m1", 2, False, "near", 0.7)]
+    assert got == sorted(exact_k1 + new_pair)
+    with lake.staging({"clusters": SILVER_DUPLICATE_CLUSTERS}) as staging:
+        staging.stage("clusters", staged)
+        assert staging.publish("clusters", replace=_KEYS["clusters"], operation="dedup")
+    table = sorted(tuple(r) for r in lake.read(SILVER_DUPLICATE_CLUSTERS).select(*SILVER_DUPLICATE_CLUSTERS.columns).collect())
+    assert table == sorted(exact_k1 + new_pair + stored[2:])   # k1's near cluster as it was
     plan = staged._jdf.queryExecution().executedPlan().toString()
     assert "BroadcastHashJoin" in plan
     assert "SortMergeJoin" not in plan and "might_contain" not in plan

@@ -132,6 +132,13 @@ def test_commit_replace_by_source_and_the_mixed_file_case(tmp_path):
     # by key with a condition: the rows of `two` whose n is 2 (a delete)
     removes, rewritten = delta_files.retire_rows(str(root), "n", [2], None, ["n"], where={"source_file": two})
     assert len(removes) == 1 and rewritten[0].num_records == 2
+    # several clauses, one read of each file: (n 1 of two) and (n 8 of /data/a), not n 2 of two
+    removes, rewritten = delta_files.retire_any(str(root), "n", [([1], {"source_file": two}), ([8, 2], {"source_file": "/data/a"})],
+                                                None, ["n"])
+    assert len(removes) == 2 and [f.num_records for f in rewritten] == [2]   # /data/a's file goes whole
+    delta_files.commit(str(root), SCHEMA_JSON, (), rewritten, removes)
+    assert sorted((r["source_file"], r["n"]) for r in DeltaTable(str(root)).to_pyarrow_table().to_pylist()) == [
+        (two, 2), (two, 3)]
     with pytest.raises(OSError):
         delta_files.describe(str(tmp_path), "missing.parquet", {}, ["n"])
 

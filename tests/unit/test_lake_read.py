@@ -77,6 +77,26 @@ def test_a_publish_selection_reads_the_rows_it_replaces(table):
     assert Rows("s", ("a",), where={"flag": False, "x": 2}).predicate() == "`s` IN ('a') AND `flag` = False AND `x` = 2"
 
 
+def test_keys_by_a_second_column_replace_pairs(table):
+    """``Keys(column, by=...)``: the staged (key, by) pairs, as one ``Rows`` per value of ``by``
+    (``silver.duplicate_clusters``' (doc_id, method)); ``AnyRows`` selects their union."""
+    from pipelines.lake import AnyRows, Keys, Rows
+
+    keys = Keys("s", by="flag")
+    assert keys.columns() == ["s", "flag"]
+    pairs = keys.rows(["a", "b", "e", "a"], [True, False, False, True])
+    assert pairs == AnyRows((Rows("s", ("b", "e"), where={"flag": False}), Rows("s", ("a",), where={"flag": True})))
+    # s = "b" with flag True and s = "a" with flag False are other pairs: not selected
+    assert rows(read.read(table, ["x"], pairs.expression())) == [{"x": 1}, {"x": 2}, {"x": 5}]
+    assert pairs.predicate() == "(`s` IN ('b', 'e') AND `flag` = False) OR (`s` IN ('a') AND `flag` = True)"
+    # ``also``: keys whose rows go with any value of ``by``
+    assert Keys("s", ("c",), by="flag").rows([], []) == AnyRows((Rows("s", ("c",)),))
+    assert AnyRows(()).predicate() == "false" and rows(read.read(table, ["x"], AnyRows(()).expression())) == []
+    assert Keys("s").rows(["b", "a", "b"]) == Rows("s", ("a", "b"))
+    with pytest.raises(ValueError, match="one key column"):
+        AnyRows((Rows("s", ("a",)), Rows("x", (1,))))
+
+
 def test_files_are_skipped_by_partition_and_bounds_but_not_by_missing_bounds(table):
     dt = read.open_table(table)
     data = read.dataset(dt)
