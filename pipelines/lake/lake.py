@@ -178,10 +178,6 @@ class AnyRows:
         return expr
 
 
-def _clauses(replace: Rows | AnyRows) -> list[tuple[list, dict]]:
-    """``(values, where)`` of each part, as :func:`commits.retire_rows` takes them."""
-    return [(list(p.values), dict(p.where or {})) for p in (replace.parts if isinstance(replace, AnyRows) else (replace,))]
-
 
 #: ``replace=ALL``: a publish replaces every row of the table.
 ALL = "all"
@@ -193,9 +189,10 @@ class Keys:
     rows' ``column`` holds (the staged rows take their place), or one of ``also`` (removed with
     nothing in their place: keys that left the input). One commit adds the new keys, replaces the
     rows of keys staged again and drops ``also``'s — an incremental stage's publish.
-    :meth:`Staging.publish` reads the staged files' ``column`` on the driver and publishes as
-    :class:`Rows` of both sets, so ``column`` must be a data column (not a partition column) and
-    the key set must fit the driver (Spark's Delta writer gets it as an ``IN`` list)."""
+    :meth:`Staging.publish` reads the staged files' ``column`` (and :attr:`by`) on the driver and
+    publishes as :class:`Rows` of both sets (:class:`AnyRows` with :attr:`by`), so ``column`` must
+    be a data column (not a partition column) and the key set must fit the driver (Spark's Delta
+    writer gets it as an ``IN`` list)."""
     column: str
     also: tuple = ()
     #: a second data column: a stored row is replaced when its (``column``, ``by``) pair is staged,
@@ -474,8 +471,8 @@ class Lake:
             root = self._direct(spec)
             removes, rewritten = [], []
             if isinstance(replace, AnyRows) and replace.parts:
-                removes, rewritten = commits.retire_any(root, replace.parts[0].column, _clauses(replace), None,
-                                                        list(stats_columns))
+                clauses = [(list(p.values), dict(p.where or {})) for p in replace.parts]
+                removes, rewritten = commits.retire_any(root, replace.parts[0].column, clauses, None, list(stats_columns))
             elif isinstance(replace, Rows):
                 removes, rewritten = commits.retire_rows(root, replace.column, list(replace.values), replace.partitions,
                                                          list(stats_columns), where=replace.where)

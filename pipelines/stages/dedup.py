@@ -42,8 +42,9 @@ seed, threshold, verify, keep; recorded in the index's ``params``), or one that 
 with no new and no removed documents writes nothing.
 Each table gets one commit of files the tasks stage (:meth:`pipelines.lake.Staging.stage`): an
 incremental run replaces the rows of the doc_ids it stages (an upsert; in
-``silver.duplicate_clusters``, of the (doc_id, method) pairs), a full run the whole table. The index is committed first and ``silver.documents_dedup`` (which marks kept documents as
-decided) last, so a run that dies between them is redone by the next one.
+``silver.duplicate_clusters``, of the (doc_id, method) pairs), a full run the whole table. The
+index is committed first and ``silver.documents_dedup`` (which marks kept documents as decided)
+last, so a run that dies between them is redone by the next one.
 The index holds kept documents only, so a newcomer similar only to a removed document is not
 linked to it. Min-label propagation and uncapped buckets remain the simple version; the scale
 version (large-star/small-star, bucket caps) is its own piece of work.
@@ -460,7 +461,8 @@ def _publish(ctx: StageContext, incremental: bool, kept: DataFrame, clusters: Da
     ``clusters`` rows (sizes the broadcasts of :func:`_with_cluster_sizes`).
 
     A full run replaces each table; an incremental one replaces the rows of the doc_ids it
-    stages (:class:`~pipelines.lake.Keys`; of the (doc_id, method) pairs for the clusters), an upsert. The index goes first and
+    stages (:class:`~pipelines.lake.Keys`; of the (doc_id, method) pairs for the clusters), an
+    upsert. The index goes first and
     ``silver.documents_dedup`` last on an incremental run (the kept documents are then decided);
     on a full run the index goes last (until it holds these settings, the next run redoes this
     one in full). Every table's suite runs in the tasks that stage its files, and its keys are
