@@ -178,7 +178,6 @@ class AnyRows:
         return expr
 
 
-
 #: ``replace=ALL``: a publish replaces every row of the table.
 ALL = "all"
 
@@ -470,12 +469,10 @@ class Lake:
         if engine == "deltalake":
             root = self._direct(spec)
             removes, rewritten = [], []
-            if isinstance(replace, AnyRows) and replace.parts:
-                clauses = [(list(p.values), dict(p.where or {})) for p in replace.parts]
-                removes, rewritten = commits.retire_any(root, replace.parts[0].column, clauses, None, list(stats_columns))
-            elif isinstance(replace, Rows):
-                removes, rewritten = commits.retire_rows(root, replace.column, list(replace.values), replace.partitions,
-                                                         list(stats_columns), where=replace.where)
+            parts = replace.parts if isinstance(replace, AnyRows) else (replace,) if isinstance(replace, Rows) else ()
+            if parts:   # an AnyRows' parts have no partitions: the first part's are every part's
+                removes, rewritten = commits.retire_any(root, parts[0].column, [(list(p.values), dict(p.where or {})) for p in parts],
+                                                        parts[0].partitions, list(stats_columns))
             try:
                 done = commits.commit(root, delta_schema_json(spec), spec.partition_by, [*files, *rewritten], removes,
                                       txn=txn, configuration=properties(spec), operation=operation,
