@@ -28,6 +28,11 @@ from pipelines.lake.commits import DataFile, describe, part_name, partition_fold
 
 #: A file is audited this many rows at a time (pandas memory).
 AUDIT_CHUNK_ROWS = 100_000
+#: A row group size for tables whose tasks write many small batches (``row_group_bytes``, Arrow
+#: bytes): a reader pays per row group (Spark's vectorized reader, a scan of a few columns), and
+#: 256-record row groups made a scan of bronze's keys cost twice the bytes' worth. About a
+#: quarter of Spark's 128 MB ``parquet.block.size`` once compressed.
+ROW_GROUP_BYTES = 64 << 20
 
 
 def _open(path: str):
@@ -47,7 +52,7 @@ class Target:
     ``schema``: the table's columns as Arrow, every field nullable (partition columns included:
     :class:`TableFiles` moves them to folder names). ``stats_columns``: the columns whose min/max/
     null counts the add actions carry (Delta's data-skipping columns of the table). ``options``:
-    extra ``pyarrow.parquet.ParquetWriter`` options.
+    extra ``pyarrow.parquet.ParquetWriter`` options, and ``row_group_bytes`` (see :class:`PartFile`).
     """
     table: str
     folder: str
@@ -67,16 +72,34 @@ class Target:
 class PartFile:
     """One Parquet data file: opened on the first batch, written under a hidden name and renamed
     on close, so it appears whole or not at all (object stores publish on close). ``options`` go
-    to ``pyarrow.parquet.ParquetWriter``."""
+    to ``pyarrow.parquet.ParquetWriter``. ``row_group_bytes`` > 0: batches are held until they
+    reach that many Arrow bytes (or the file closes) and written as one row group; 0: each batch
+    is a row group as it comes."""
 
-    def __init__(self, path: str, schema: pa.Schema, **options):
-        self.path, self.schema, self.options = path, schema, options
+    def __init__(self, path: str, schema: pa.Schema, row_group_bytes: int = 0, **options):
+        self.path, self.schema, self.options, self.row_group_bytes = path, schema, options, row_group_bytes
         self.stream = self.writer = self.tmp = None
+        self.held: list[pa.Table] = []
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
-        """Append ``batch`` as a row group; an empty one writes nothing (no file for no rows)."""
+        """Append ``batch``'s rows (a row group of their own unless ``row_group_bytes`` holds them
+        for a larger one); an empty one writes nothing (no file for no rows)."""
         if batch.num_rows == 0:
             return
+        if not self.row_group_bytes:
+            self._write(batch)
+            return
+        self.held.append(batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch]))
+        if sum(t.nbytes for t in self.held) >= self.row_group_bytes:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.held:
+            table = pa.concat_tables(self.held)
+            self.held = []
+            self._write(table, row_group_size=table.num_rows)
+
+    def _write(self, batch: pa.RecordBatch | pa.Table, **kwargs) -> None:
         if self.writer is None:
             if "://" in self.path:
                 import fsspec
@@ -88,10 +111,11 @@ class PartFile:
                 self.tmp = os.path.join(folder, f".{os.path.basename(self.path)}.{os.getpid()}.tmp")
                 self.stream = open(self.tmp, "wb")
             self.writer = pq.ParquetWriter(self.stream, self.schema, **self.options)
-        self.writer.write(batch)
+        self.writer.write(batch, **kwargs)
 
     def close(self) -> bool:
         """Finish the file; True if one was written (at least one row)."""
+        self._flush()
         if self.writer is None:
             return False
         self.writer.close()
@@ -102,6 +126,7 @@ class PartFile:
 
     def abort(self) -> None:
         """Drop the file: nothing is published, a partial local file is removed."""
+        self.held = []
         if self.writer is not None:
             self.writer.is_open = False   # no footer: its __del__ would write one into the closed stream
         if self.stream is not None:

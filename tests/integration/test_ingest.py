@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, lake_config, read_table, real_file
 from deltalake import DeltaTable
@@ -67,6 +68,10 @@ def test_all_real_kinds_and_every_record_accounted_for(spark, tmp_path):
     assert docs.filter("warc_type = 'conversion'").count() == 1
     assert {r.crawl_id for r in docs.select("crawl_id").distinct().collect()} == {
         "CC-MAIN-2020-34", "CC-MAIN-2024-22", "archive.org-shallow"}
+    # each file's documents (the WAT file has none) in one row group, all far under ROW_GROUP_BYTES,
+    # not one per kernel batch
+    files = DeltaTable(str(root / "bronze" / "documents")).file_uris()
+    assert len(files) == 4 and {pq.ParquetFile(f).metadata.num_row_groups for f in files} == {1}
 
 
 def test_changed_file_is_reingested_replacing_its_rows(spark, tmp_path, capsys):

@@ -57,6 +57,28 @@ def test_non_finite_floats_leave_no_bounds(tmp_path):
     assert stats["nullCount"] == {"value": 0, "threshold": 0}
 
 
+def test_small_batches_held_for_larger_row_groups(tmp_path):
+    """With ``row_group_bytes`` a file's small batches are written as row groups of at least that
+    many Arrow bytes (the last one whatever is left at close), every row kept in order; without
+    it each batch is a row group. An aborted file leaves nothing, what it held included."""
+    batches = [pa.RecordBatch.from_pydict({"source_file": ["f"] * 10, "n": list(range(i, i + 10)), "at": [None] * 10},
+                                          schema=SCHEMA) for i in range(0, 100, 10)]
+    per_batch, held = PartFile(str(tmp_path / "a.parquet"), SCHEMA), PartFile(
+        str(tmp_path / "b.parquet"), SCHEMA, row_group_bytes=4 * batches[0].nbytes)
+    for batch in batches:
+        per_batch.write(batch)
+        held.write(batch)
+    assert per_batch.close() and held.close()
+    assert pq.ParquetFile(tmp_path / "a.parquet").metadata.num_row_groups == 10
+    grouped = pq.ParquetFile(tmp_path / "b.parquet")
+    assert [grouped.metadata.row_group(g).num_rows for g in range(grouped.metadata.num_row_groups)] == [40, 40, 20]
+    assert grouped.read().column("n").to_pylist() == list(range(100))
+    aborted = PartFile(str(tmp_path / "c.parquet"), SCHEMA, row_group_bytes=1 << 30)
+    aborted.write(batches[0])
+    aborted.abort()
+    assert not aborted.close() and not (tmp_path / "c.parquet").exists()
+
+
 def test_table_files_close_together_or_abort_together(tmp_path):
     """A task's files, one per table (and partition value): conformed to each schema, closed at
     the end of the block, all aborted (no file left) when the block raises; staged descriptions
