@@ -33,6 +33,10 @@ AUDIT_CHUNK_ROWS = 100_000
 #: 256-record row groups made a scan of bronze's keys cost twice the bytes' worth. About a
 #: quarter of Spark's 128 MB ``parquet.block.size`` once compressed.
 ROW_GROUP_BYTES = 64 << 20
+#: :class:`Target` options for those tables. Not for tables the training loaders read
+#: (``gold.token_sequences``): their row groups are the loaders' blocks, the unit of shuffling
+#: and of sharding by rank.
+LARGE_ROW_GROUPS = (("row_group_bytes", ROW_GROUP_BYTES),)
 
 
 def _open(path: str):

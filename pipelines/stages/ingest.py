@@ -49,7 +49,7 @@ from pipelines.kernels.takedown import TakedownList
 from pipelines.kernels.warc import duplicate_detail, parse_files_to_batches
 from pipelines.lake import Rows, Staging, sql_list
 from pipelines.lake.commits import part_name, source_key
-from pipelines.lake.files import ROW_GROUP_BYTES, TableFiles, Target, collect_staged
+from pipelines.lake.files import LARGE_ROW_GROUPS, TableFiles, Target, collect_staged
 from pipelines.session import DOC_ID_BYTES, broadcast_if_fits
 from pipelines.stage import StageContext, StageResult
 from schemas.catalog import BRONZE_DOCUMENTS, BRONZE_QUARANTINE, OPS_INGEST_LOG, OPS_TAKEDOWNS
@@ -142,7 +142,8 @@ def _ingest_files(ctx: StageContext, files: list[str], prints: dict[str, tuple[i
     files = sorted(files, key=lambda f: -prints[f][0])   # the cores finish together (LPT)
     # which copy of a repeated record is kept: the lake's, then the earlier-committed file's, then by name
     precedence = sorted(files, key=lambda f: (f not in committed_at, committed_at.get(f) or _EPOCH, f))
-    with ctx.staging(OUTPUTS, FILE_OPTIONS) as staging:
+    # the kernel yields a few hundred records at a time: the files get larger row groups
+    with ctx.staging(OUTPUTS, dict.fromkeys(OUTPUTS, LARGE_ROW_GROUPS)) as staging:
         task = partial(_write_partition, limits=limits, targets=staging.targets, takedowns=takedowns)
         rows = _one_task_per_file(spark, files).mapInArrow(task, "source_file string, detail string").collect()
         summaries = {r.source_file: json.loads(r.detail) for r in rows}
@@ -234,9 +235,6 @@ def _uniqueness_check(doc_ids: pa.ChunkedArray, sources: pa.ChunkedArray, lake_h
 
 
 OUTPUTS = {"documents": BRONZE_DOCUMENTS, "quarantine": BRONZE_QUARANTINE}
-#: The kernel yields a file's rows a few hundred at a time; each table's file gets them in row
-#: groups of :data:`ROW_GROUP_BYTES` instead (every later read of bronze pays per row group).
-FILE_OPTIONS = {kind: (("row_group_bytes", ROW_GROUP_BYTES),) for kind in OUTPUTS}
 #: A driver-side rewrite of a staged file reads it this many rows at a time.
 REWRITE_CHUNK_ROWS = 20_000
 
