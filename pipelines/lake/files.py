@@ -29,9 +29,10 @@ from pipelines.lake.commits import DataFile, describe, part_name, partition_fold
 #: A file is audited this many rows at a time (pandas memory).
 AUDIT_CHUNK_ROWS = 100_000
 #: A row group size for tables whose tasks write many small batches (``row_group_bytes``, Arrow
-#: bytes): a reader pays per row group (Spark's vectorized reader, a scan of a few columns), and
-#: 256-record row groups made a scan of bronze's keys cost twice the bytes' worth. About a
-#: quarter of Spark's 128 MB ``parquet.block.size`` once compressed.
+#: bytes): a reader pays per row group (Spark's vectorized reader, most in a scan of a few
+#: columns; an S3A read per row group), so one per small batch (bronze's 256-record kernel
+#: batches) slows every later scan. About a quarter of Spark's 128 MB ``parquet.block.size``
+#: once compressed.
 ROW_GROUP_BYTES = 64 << 20
 #: :class:`Target` options for those tables. Not for tables the training loaders read
 #: (``gold.token_sequences``): their row groups are the loaders' blocks, the unit of shuffling
@@ -84,6 +85,7 @@ class PartFile:
         self.path, self.schema, self.options, self.row_group_bytes = path, schema, options, row_group_bytes
         self.stream = self.writer = self.tmp = None
         self.held: list[pa.Table] = []
+        self.held_bytes = 0
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         """Append ``batch``'s rows (a row group of their own unless ``row_group_bytes`` holds them
@@ -94,13 +96,14 @@ class PartFile:
             self._write(batch)
             return
         self.held.append(batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch]))
-        if sum(t.nbytes for t in self.held) >= self.row_group_bytes:
+        self.held_bytes += batch.nbytes
+        if self.held_bytes >= self.row_group_bytes:
             self._flush()
 
     def _flush(self) -> None:
         if self.held:
             table = pa.concat_tables(self.held)
-            self.held = []
+            self.held, self.held_bytes = [], 0
             self._write(table, row_group_size=table.num_rows)
 
     def _write(self, batch: pa.RecordBatch | pa.Table, **kwargs) -> None:
@@ -130,7 +133,7 @@ class PartFile:
 
     def abort(self) -> None:
         """Drop the file: nothing is published, a partial local file is removed."""
-        self.held = []
+        self.held, self.held_bytes = [], 0
         if self.writer is not None:
             self.writer.is_open = False   # no footer: its __del__ would write one into the closed stream
         if self.stream is not None:
