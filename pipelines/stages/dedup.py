@@ -464,9 +464,9 @@ def _publish(ctx: StageContext, incremental: bool, kept: DataFrame, clusters: Da
     stages (:class:`~pipelines.lake.Keys`; of the (doc_id, method) pairs for the clusters), an
     upsert. The index goes first and ``silver.documents_dedup`` last on an incremental run (the
     kept documents are then decided); on a full run the index goes last (until it holds these
-    settings, the next run redoes this one in full). Every table's suite runs in the tasks that stage its files, and its keys are
-    checked unique across the files on the driver; QualityGateError before any commit of that
-    table.
+    settings, the next run redoes this one in full). Every table's suite runs in the tasks that
+    stage its files, and its keys are checked unique across the files on the driver;
+    QualityGateError before any commit of that table.
     """
     if incremental:
         clusters = _with_cluster_sizes(ctx.lake, clusters, cluster_rows)
