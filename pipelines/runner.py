@@ -81,7 +81,16 @@ def run_stages(cfg: Config, stages: Sequence[Stage], console: Console | None = N
     """Run ``stages`` in the order given on one context, each recorded in ``ops.runs`` with the
     Delta versions of its inputs (before it ran) and outputs (after) and the engine that
     committed each output; print the summary. Raises :class:`StageFailed` after recording a
-    failed stage; later stages do not run."""
+    failed stage; later stages do not run. Each table's log is loaded once per run
+    (:func:`pipelines.lake.loaded_logs`)."""
+    from pipelines.lake import loaded_logs
+
+    with loaded_logs():
+        return _run_stages(cfg, stages, console, full)
+
+
+def _run_stages(cfg: Config, stages: Sequence[Stage], console: Console | None,
+                full: Collection[str]) -> list[ledger.StageRun]:
     from pipelines.lake.objectstore import require_credentials
 
     require_credentials([cfg.lake.root, *cfg.ingest.input, *cfg.clicks.input, cfg.clicks.landing or ""])

@@ -14,7 +14,8 @@ The names below load :mod:`.lake` (and so pyspark) on first use only, so that ``
 imports where pyspark is not installed.
 """
 
-__all__ = ["ALL", "AnyRows", "Keys", "Lake", "Rows", "Staging", "arrow_schema", "sql_list", "sql_string"]
+__all__ = ["ALL", "AnyRows", "Keys", "Lake", "Rows", "Staging", "arrow_schema", "loaded_logs", "sql_list",
+           "sql_string"]
 
 
 def __getattr__(name: str):

@@ -23,7 +23,9 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from typing import NamedTuple
@@ -154,17 +156,47 @@ def _root(table_uri: str) -> str:
     return local_path(table_uri) or table_uri
 
 
-def _delta_table(table_uri: str):
-    """The deltalake table at ``table_uri`` (its latest version), or None when there is none: one
-    load of the log (on S3 each load is requests; callers load once)."""
+#: ``{table root: DeltaTable}`` loaded inside :func:`loaded_logs` (None outside it). A context
+#: variable: another thread (a stream's micro-batch callback, a progress watcher) starts without
+#: it and loads for itself, so no DeltaTable is shared between threads.
+_LOADED: ContextVar[dict | None] = ContextVar("crawlake_loaded_logs", default=None)
+
+
+@contextmanager
+def loaded_logs() -> Iterator[None]:
+    """Inside the block (a run, :func:`pipelines.runner.run_stages`), :func:`latest_table` loads
+    each table's log once and brings that load up to date at each later use (deltalake's
+    ``update_incremental``: the commits after the loaded version, and a newer checkpoint if any),
+    instead of reading the checkpoint and every commit since it again. A stage asks for its
+    tables' latest versions many times (its engine, each read, each commit, the versions the
+    ledger records); on object storage each full load is several requests. Commits by other
+    writers are seen as before. For a block in which no table's log is deleted and re-created
+    (a cached load would not notice that)."""
+    token = _LOADED.set({})
+    try:
+        yield
+    finally:
+        _LOADED.reset(token)
+
+
+def latest_table(table_uri: str):
+    """The deltalake table at ``table_uri`` at its latest version, or None when there is none:
+    one load of the log, or inside :func:`loaded_logs` the block's load brought up to date."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     root = _root(table_uri)
+    loaded = _LOADED.get()
+    if loaded is not None and (table := loaded.get(root)) is not None:
+        table.update_incremental()
+        return table
     try:
-        return DeltaTable(root, storage_options=storage_options(root))
+        table = DeltaTable(root, storage_options=storage_options(root))
     except TableNotFoundError:
         return None
+    if loaded is not None:
+        loaded[root] = table
+    return table
 
 
 def _parquet(path: str, **options) -> pq.ParquetFile:
@@ -329,7 +361,7 @@ def table_state(table_uri: str) -> TableState:
     root = _root(table_uri)
     if "://" in root and not is_s3(root):
         return TableState(False, None)
-    if (table := _delta_table(root)) is None:
+    if (table := latest_table(root)) is None:
         return TableState(not _log_exists(root), None)
     protocol = table.protocol()
     return TableState(protocol.min_writer_version <= 2 and not protocol.writer_features, table.metadata().configuration)
@@ -355,7 +387,7 @@ def plain_snapshot(table_uri: str, added_since: int | None = None) -> PlainSnaps
     and the other rows of any file rewritten since (a delete, a compaction): a superset of what
     was added. Every file when the log cannot give that version (later than the latest, or its
     commits cleaned up after a checkpoint)."""
-    if (table := _delta_table(table_uri)) is None:
+    if (table := latest_table(table_uri)) is None:
         return None
     if table.protocol().min_reader_version > 1 or table.metadata().partition_columns:
         return None
@@ -424,7 +456,7 @@ def commit(table_uri: str, schema_json: str, partition_by: Sequence[str], adds: 
     from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction, create_table_with_add_actions
 
     root = _root(table_uri)
-    table = _delta_table(root)
+    table = latest_table(root)
     if remove_all:
         removes = _live_files(table).to_pylist()
     if _txn_done(table, txn) or (table is not None and not adds and not removes):
@@ -449,7 +481,7 @@ def commit(table_uri: str, schema_json: str, partition_by: Sequence[str], adds: 
         except DeltaError:
             # another writer created the table since it was looked up (two first runs at once):
             # commit to its table as to any existing one (a replayed txn is then skipped)
-            table = _delta_table(root)
+            table = latest_table(root)
             if table is None:
                 raise
             if _txn_done(table, txn):
@@ -492,7 +524,7 @@ def vacuum(table_uri: str, *, lineage: Lineage | None = None) -> list[str]:
     root = _root(table_uri)
     props = CommitProperties(custom_metadata={"crawlake.operation": "VACUUM",
                                               **({LINEAGE_FIELD: lineage.to_json()} if lineage else {})})
-    removed = _delta_table(root).vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False, full=True,
+    removed = latest_table(root).vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False, full=True,
                                       commit_properties=props)
     drop_stale_checksum(root)
     return removed
@@ -594,7 +626,7 @@ def retire_any(table_root: str, column: str, clauses: Sequence[tuple[Sequence, M
 def already_committed(table_uri: str, txn: tuple[str, int] | None) -> bool:
     """Whether the table records a set-transaction of ``txn``'s app at ``txn``'s version or later
     (False for no ``txn`` or no table)."""
-    return _txn_done(_delta_table(table_uri) if txn is not None else None, txn)
+    return _txn_done(latest_table(table_uri) if txn is not None else None, txn)
 
 
 def _txn_done(table, txn: tuple[str, int] | None) -> bool:
@@ -606,13 +638,13 @@ def _txn_done(table, txn: tuple[str, int] | None) -> bool:
 
 def table_columns(table_uri: str) -> set[str] | None:
     """The names of the table's columns in its latest version (None: no table)."""
-    table = _delta_table(table_uri)
+    table = latest_table(table_uri)
     return None if table is None else {f.name for f in table.schema().fields}
 
 
 def table_version(table_uri: str) -> int | None:
     """The table's latest version (None: no table)."""
-    table = _delta_table(table_uri)
+    table = latest_table(table_uri)
     return None if table is None else table.version()
 
 
@@ -621,7 +653,7 @@ def files_in(table_uri: str, partitions: Mapping[str, Sequence[object]] | None =
     """The table's live files (``path``, ``size_bytes``, ``partition.<col>``, ``min.<c>``,
     ``max.<c>`` of ``columns``), only those whose partition values are in ``partitions``
     (``{col: [values, None for null]}``). An empty table when the table does not exist."""
-    return _live_files(_delta_table(table_uri), partitions, columns)
+    return _live_files(latest_table(table_uri), partitions, columns)
 
 
 def _live_files(table, partitions: Mapping[str, Sequence[object]] | None = None, columns: Sequence[str] = ()) -> pa.Table:

@@ -31,6 +31,10 @@ where those files hold the table's rows as they are (path mode where deltalake c
 version 1, unpartitioned), and uses Spark's Delta reader elsewhere; :meth:`Lake.rows` reads
 small tables on the driver without Spark where it can.
 
+**Log loads.** Inside :func:`loaded_logs` (the runner opens it for a run) each table's log is
+loaded once and brought up to date at each later use, instead of being loaded again for the
+engine, each read, each commit and each recorded version (:func:`commits.loaded_logs`).
+
 **Lineage.** Every commit a :class:`Lake` makes carries :attr:`Lake.lineage` (run id, stage,
 config hash, input versions: :class:`~pipelines.lake.commits.Lineage`) as JSON in its commit
 info's ``userMetadata``: deltalake through its commit properties, Spark's DataFrame writes through
@@ -218,6 +222,13 @@ class Keys:
         return AnyRows(tuple(parts))
 
 
+def loaded_logs():
+    """A context manager: inside it, each table's log is loaded once and updated at each later
+    use (:func:`pipelines.lake.commits.loaded_logs`; for a block such as a run, in which no
+    table's log is deleted and re-created)."""
+    return commits.loaded_logs()
+
+
 class Lake:
     def __init__(self, spark: SparkSession, cfg: LakeConfig):
         self.spark = spark
@@ -353,12 +364,9 @@ class Lake:
         """pyarrow's read of the table at ``direct`` (:meth:`_direct`; :func:`lake_read.read`),
         or None when it does not exist: one load of the log, not a second one to learn that the
         table exists."""
-        from deltalake.exceptions import TableNotFoundError
-
-        try:
-            return lake_read.read(direct, columns, None if where is None else where.expression(), limit=limit)
-        except TableNotFoundError:
+        if (table := commits.latest_table(direct)) is None:
             return None
+        return lake_read.read(table, columns, None if where is None else where.expression(), limit=limit)
 
     def rows(self, spec: TableSpec, columns: Sequence[str], where: Rows | None = None, *,
              limit: int | None = None) -> list[dict]:

@@ -183,6 +183,29 @@ def test_table_state_and_a_commit_that_replaces_every_file(tmp_path):
     assert not delta_files.commit(root, SCHEMA_JSON, (), [], remove_all=True)   # already empty: no commit
 
 
+def test_a_run_loads_each_log_once_and_sees_every_later_commit(tmp_path):
+    """Inside ``loaded_logs`` (a run) a table is loaded once, and each later use brings that load
+    up to date: a commit made through it, or by another writer, is seen; a table created inside
+    the block is found after its first commit. Outside the block every use is a fresh load."""
+    from deltalake import write_deltalake
+
+    root, later = str(tmp_path / "t"), str(tmp_path / "later")
+    assert delta_files.commit(root, SCHEMA_JSON, (), [_write(root, delta_files.part_name("a"), "a", [1])])
+    with delta_files.loaded_logs():
+        loaded = delta_files.latest_table(root)
+        assert delta_files.table_version(root) == 0
+        assert delta_files.commit(root, SCHEMA_JSON, (), [_write(root, delta_files.part_name("b"), "b", [2])])
+        assert delta_files.table_version(root) == 1
+        other = DeltaTable(root).to_pyarrow_table().slice(0, 1)   # another writer, not through this run's load
+        write_deltalake(root, other, mode="append")
+        assert delta_files.table_version(root) == 2 and len(delta_files.files_in(root)) == 3
+        assert delta_files.latest_table(root) is loaded
+        assert delta_files.table_version(later) is None and delta_files.table_state(later).configuration is None
+        assert delta_files.commit(later, SCHEMA_JSON, (), [_write(later, delta_files.part_name("c"), "c", [3])])
+        assert delta_files.table_version(later) == 0
+    assert delta_files.latest_table(root) is not loaded and delta_files.table_version(root) == 2
+
+
 def test_writers_racing_to_create_a_table_make_one_create_and_append_after_it(tmp_path):
     """delta-rs retries a create that lost version 0 at version 1 with a second protocol and
     metadata, and a writer appending in between then fails ("Metadata changed since last commit";
