@@ -306,14 +306,17 @@ def file_stats(metadata: pq.FileMetaData, columns: Sequence[str]) -> dict:
 
 
 def describe(table_root: str, relative_path: str, partition_values: Mapping[str, object],
-             stats_columns: Sequence[str]) -> DataFile:
+             stats_columns: Sequence[str], written: tuple[int, pq.FileMetaData] | None = None) -> DataFile:
     """The :class:`DataFile` of ``<table_root>/<relative_path>`` (a finished Parquet file, local or
-    an fsspec URL).
+    an fsspec URL). ``written``: its size in bytes and footer, as the writer that just wrote it
+    has them (:class:`~pipelines.lake.files.PartFile`); otherwise both are read from the file.
 
     Raises OSError when the file is missing, pyarrow.ArrowInvalid when it is not Parquet.
     """
     full = f"{table_root}/{relative_path}"
-    if "://" in full:
+    if written is not None:
+        size, metadata = written
+    elif "://" in full:
         import fsspec
 
         fs, _, (path,) = fsspec.get_fs_token_paths(full)

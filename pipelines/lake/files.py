@@ -86,6 +86,9 @@ class PartFile:
         self.stream = self.writer = self.tmp = None
         self.held: list[pa.Table] = []
         self.held_bytes = 0
+        #: once closed with rows: the file's size in bytes and its footer, as written
+        self.size: int | None = None
+        self.metadata: pq.FileMetaData | None = None
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         """Append ``batch``'s rows (a row group of their own unless ``row_group_bytes`` holds them
@@ -126,6 +129,10 @@ class PartFile:
         if self.writer is None:
             return False
         self.writer.close()
+        # the footer as written (what pq.write_table's metadata_collector collects), so that
+        # describing the file reads nothing back (on an object store, requests per file)
+        self.metadata = self.writer.writer.metadata
+        self.size = self.stream.tell()
         self.stream.close()
         if self.tmp is not None:
             os.replace(self.tmp, self.path)
@@ -243,9 +250,9 @@ class TableFiles:
             target = self.targets[kind]
             for v in values:
                 partition = dict(zip(target.partition_by, v))
-                relative = self._relative(kind, v)
-                out.setdefault(kind, []).append(
-                    describe(target.folder, relative, partition, target.stats_columns).to_json())
+                written = self.files[kind][v]
+                out.setdefault(kind, []).append(describe(target.folder, self._relative(kind, v), partition,
+                                                         target.stats_columns, (written.size, written.metadata)).to_json())
         return out
 
 

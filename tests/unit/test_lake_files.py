@@ -45,6 +45,21 @@ def test_statistics_from_the_footer(tmp_path):
     assert not empty.close() and not (tmp_path / "c.parquet").exists()
 
 
+def test_a_file_is_described_from_its_writer_as_from_its_footer(tmp_path):
+    """TableFiles describe their files from what the writer wrote (size, footer), reading nothing
+    back: the same add action as a description read from the file."""
+    schema = pa.schema([("day", pa.int64()), ("s", pa.string()), ("n", pa.int64())])
+    target = Target("t", str(tmp_path / "t"), schema, ("day",), ("s", "n"), (("row_group_bytes", 1),))
+    with TableFiles({"t": target}) as files:
+        for lo in (0, 3):   # two row groups per file, two partitions
+            files.write("t", pa.table({"day": [1, 2, 1], "s": ["b", None, "a"], "n": [lo, lo + 1, lo + 2]}, schema=schema))
+    staged = [delta_files.DataFile.from_json(d) for d in files.staged()["t"]]
+    assert sorted(f.partition_values["day"] for f in staged) == ["1", "2"] and sum(f.num_records for f in staged) == 6
+    for f in staged:
+        assert pq.ParquetFile(tmp_path / "t" / f.path).metadata.num_row_groups == 2
+        assert f == delta_files.describe(str(tmp_path / "t"), f.path, {"day": int(f.partition_values["day"])}, ["s", "n"])
+
+
 def test_non_finite_floats_leave_no_bounds(tmp_path):
     """Delta statistics are JSON, which has no infinity or NaN: such a bound is left out (unknown)
     and the rest of the file's statistics stay valid JSON."""
