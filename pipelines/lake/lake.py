@@ -66,7 +66,7 @@ from pyspark.sql.types import StructField, StructType
 from pipelines.config import LakeConfig
 from pipelines.lake import commits
 from pipelines.lake import read as lake_read
-from pipelines.lake.commits import DataFile, Lineage
+from pipelines.lake.commits import DataFile, Lineage, loaded_logs  # noqa: F401 - the package exports it
 from pipelines.lake.objectstore import for_spark, is_s3
 from pipelines.lake.files import TableFiles, Target, collect_audits, collect_staged
 from schemas.catalog import TableSpec
@@ -220,13 +220,6 @@ class Keys:
         parts += [Rows(self.column, tuple(sorted(keys)), where={self.by: value})
                   for value, keys in sorted(groups.items(), key=lambda item: str(item[0]))]
         return AnyRows(tuple(parts))
-
-
-def loaded_logs():
-    """A context manager: inside it, each table's log is loaded once and updated at each later
-    use (:func:`pipelines.lake.commits.loaded_logs`; for a block such as a run, in which no
-    table's log is deleted and re-created)."""
-    return commits.loaded_logs()
 
 
 class Lake:
