@@ -208,16 +208,20 @@ def _parquet(path: str, **options) -> pq.ParquetFile:
     return pq.ParquetFile(fsspec.open(path, "rb").open(), **options)
 
 
-def _write_parquet(rows: pa.Table, path: str) -> None:
+def _write_parquet(rows: pa.Table, path: str) -> tuple[int, pq.FileMetaData]:
     """``rows`` as the Parquet file ``path`` (local, or an fsspec URL: an object store publishes it
-    whole on close)."""
+    whole on close); returns its size in bytes and its footer, as written (for :func:`describe`,
+    which then reads nothing back)."""
+    footer: list[pq.FileMetaData] = []
     if "://" not in path:
-        pq.write_table(rows, path)
-        return
+        pq.write_table(rows, path, metadata_collector=footer)
+        return os.path.getsize(path), footer[0]
     import fsspec
 
     with fsspec.open(path, "wb") as fh:
-        pq.write_table(rows, fh)
+        pq.write_table(rows, fh, metadata_collector=footer)
+        size = fh.tell()
+    return size, footer[0]
 
 
 def serialize_partition_value(value) -> str | None:
@@ -309,7 +313,8 @@ def describe(table_root: str, relative_path: str, partition_values: Mapping[str,
              stats_columns: Sequence[str], written: tuple[int, pq.FileMetaData] | None = None) -> DataFile:
     """The :class:`DataFile` of ``<table_root>/<relative_path>`` (a finished Parquet file, local or
     an fsspec URL). ``written``: its size in bytes and footer, as the writer that just wrote it
-    has them (:class:`~pipelines.lake.files.PartFile`); otherwise both are read from the file.
+    has them (:class:`~pipelines.lake.files.PartFile`, a file :func:`retire_rows` rewrote); otherwise
+    both are read from the file.
 
     Raises OSError when the file is missing, pyarrow.ArrowInvalid when it is not Parquet.
     """
@@ -618,8 +623,8 @@ def retire_any(table_root: str, column: str, clauses: Sequence[tuple[Sequence, M
                 partition = {k[len("partition."):]: v for k, v in entry.items() if k.startswith("partition.")}
                 folder = entry["path"].rsplit("/", 1)[0] if "/" in entry["path"] else ""
                 relative = f"{folder}/{part_name()}" if folder else part_name()
-                _write_parquet(rows.filter(pc.invert(hit)), f"{table_root.rstrip('/')}/{relative}")
-                rewritten.append(describe(table_root, relative, partition, stats_columns))
+                written = _write_parquet(rows.filter(pc.invert(hit)), f"{table_root.rstrip('/')}/{relative}")
+                rewritten.append(describe(table_root, relative, partition, stats_columns, written))
     except BaseException:
         remove_files(table_root, rewritten)
         raise

@@ -161,6 +161,7 @@ def test_commit_replace_by_source_and_the_mixed_file_case(tmp_path):
     assert delta_files.retire_rows(str(root), "source_file", ["/zzz/three"], None, ["n"]) == ([], [])
     removes, rewritten = delta_files.retire_rows(str(root), "source_file", [one], None, ["n"])
     assert sorted(r["path"] for r in removes) == sorted([again.path, mixed]) and len(rewritten) == 1
+    assert rewritten[0] == delta_files.describe(str(root), rewritten[0].path, {}, ["n"])   # as read back from the file
     delta_files.commit(str(root), SCHEMA_JSON, (), rewritten, removes)
     assert pq.read_schema(root / rewritten[0].path).field("at").type == pa.timestamp("us", tz="UTC")
     rows = DeltaTable(str(root)).to_pyarrow_table().to_pylist()
