@@ -248,22 +248,30 @@ def _members(docs: DataFrame, columns: list[str], old: bool) -> DataFrame:
 # -- clusters -----------------------------------------------------------------------------------
 
 def _clusters(members: DataFrame, component: str, method: str, order: list[Column]) -> DataFrame:
-    """Cluster rows (without ``jaccard``) for ``members`` grouped by column ``component``.
+    """Cluster rows for ``members`` grouped by column ``component``.
 
-    ``members`` has doc_id, the keep-rule columns and ``_old`` (kept by an earlier run). An old
-    member ranks before every new one; old members other than the first stay as they were (no row).
-    Only clusters of two or more get rows; every row with ``kept`` false is a new document removed.
+    ``members`` has doc_id, the keep-rule columns, ``_old`` (kept by an earlier run) and, for
+    near clusters, ``signature``. An old member ranks before every new one; old members other than
+    the first stay as they were (no row). Only clusters of two or more get rows; every row with
+    ``kept`` false is a new document removed. ``jaccard``: 1.0 for exact clusters and kept rows,
+    else the MinHash estimate to the kept document's signature. The kept document's doc_id and
+    signature come from the ranked window itself (its first row), not from joins back to it.
     """
     group = Window.partitionBy(component)
-    ranked = (members
-              .withColumn("_rank", F.row_number().over(group.orderBy(F.col("_old").desc(), *order)))
-              .filter(~F.col("_old") | (F.col("_rank") == 1))
-              .withColumn("cluster_size", F.count("*").over(group))
-              .filter(F.col("cluster_size") > 1))
-    kept = ranked.filter(F.col("_rank") == 1).select(component, F.col("doc_id").alias("cluster_id"))
-    return (ranked.join(kept, component)
-            .select("doc_id", "cluster_id", "cluster_size", (F.col("_rank") == 1).alias("kept"),
-                    F.lit(method).alias("method")))
+    ranked = group.orderBy(F.col("_old").desc(), *order)
+    rows = (members
+            .withColumn("_rank", F.row_number().over(ranked))
+            .filter(~F.col("_old") | (F.col("_rank") == 1))
+            .withColumn("cluster_size", F.count("*").over(group))
+            .filter(F.col("cluster_size") > 1)
+            .withColumn("cluster_id", F.first("doc_id").over(ranked)))
+    kept = F.col("_rank") == 1
+    if method == "exact":
+        jaccard = F.lit(1.0)
+    else:
+        jaccard = F.when(kept, F.lit(1.0)).otherwise(_estimated_jaccard("signature", F.first("signature").over(ranked)))
+    return rows.select("doc_id", "cluster_id", F.col("cluster_size").cast("int"), kept.alias("kept"),
+                       F.lit(method).alias("method"), jaccard.alias("jaccard"))
 
 
 def _kept_candidates(new: DataFrame, old: DataFrame, old_docs: DataFrame, columns: list[str], hint) -> DataFrame:
@@ -295,7 +303,7 @@ def _exact_clusters(new: DataFrame, candidates: DataFrame, keep_cols: list[str],
     columns = ["text_hash", *keep_cols]
     hits = candidates.join(new.select("text_hash"), "text_hash", "left_semi")
     members = _members(new, columns, False).unionByName(_members(hits, columns, True))
-    return _clusters(members, "text_hash", "exact", order).withColumn("jaccard", F.lit(1.0))
+    return _clusters(members, "text_hash", "exact", order)
 
 
 def _near_clusters(survivors: DataFrame, candidates: DataFrame, keep_cols: list[str], order: list[Column],
@@ -306,9 +314,9 @@ def _near_clusters(survivors: DataFrame, candidates: DataFrame, keep_cols: list[
     if cfg.verify:
         edges = _verified(edges, survivors.select("doc_id", "text").unionByName(candidates.select("doc_id", "text")), cfg)
     components = connected_components(edges, cfg.max_iterations, cfg.driver_components_max_edges)
-    members = _members(survivors, keep_cols, False).unionByName(_members(candidates, keep_cols, True))
-    rows = _clusters(components.join(members, "doc_id"), "component", "near", order)
-    return _with_jaccard(rows, survivors.select("doc_id", "signature").unionByName(candidates.select("doc_id", "signature")))
+    columns = [*keep_cols, "signature"]
+    members = _members(survivors, columns, False).unionByName(_members(candidates, columns, True))
+    return _clusters(components.join(members, "doc_id"), "component", "near", order)
 
 
 def _band_rows(docs: DataFrame) -> DataFrame:
@@ -341,16 +349,6 @@ def _verified(edges: DataFrame, texts: DataFrame, cfg: DedupConfig) -> DataFrame
             .join(texts.withColumnRenamed("doc_id", "dst").withColumnRenamed("text", "dst_text"), "dst")
             .filter(_jaccard_udf(cfg.ngram)("src_text", "dst_text") >= cfg.threshold)
             .select("src", "dst"))
-
-
-def _with_jaccard(rows: DataFrame, signatures: DataFrame) -> DataFrame:
-    """``rows`` plus ``jaccard``: MinHash estimate between each doc and its kept doc (1.0 if kept).
-    ``signatures``: (doc_id, signature) of at least every doc_id and cluster_id in ``rows``."""
-    doc_sig = signatures.select("doc_id", F.col("signature").alias("_sig"))
-    kept_sig = signatures.select(F.col("doc_id").alias("cluster_id"), F.col("signature").alias("_kept_sig"))
-    return (rows.join(doc_sig, "doc_id", "left").join(kept_sig, "cluster_id", "left")
-            .withColumn("jaccard", F.when(F.col("kept"), F.lit(1.0)).otherwise(_estimated_jaccard("_sig", "_kept_sig")))
-            .drop("_sig", "_kept_sig"))
 
 
 def _with_cluster_sizes(lake: Lake, rows: DataFrame, most_rows: int) -> DataFrame:
