@@ -797,10 +797,45 @@ class Staging:
         outputs that Spark computes (joins, windows), where no kernel task writes them. ``df``
         must hold exactly the tables' columns (:meth:`Lake.conform`: ValueError naming the
         missing and unexpected ones)."""
+        self.add(self._staged(kinds, df))
+
+    def stage_all(self, parts: Sequence[tuple[str | Sequence[str], DataFrame]]) -> None:
+        """:meth:`stage` of each ``(kinds, df)`` of ``parts``, their Spark jobs run side by side
+        (a driver thread each, with the calling thread's Spark job properties and context): a
+        small job's fixed costs (planning, scheduling, its last task) overlap the other's instead
+        of adding up. The files of every part that succeeded are added, so the block removes them
+        when nothing publishes them; then the first part's error, if any, is raised."""
+        import contextvars
+
+        from pyspark.util import InheritableThread
+
+        results: list[list | None] = [None] * len(parts)
+        errors: list[BaseException] = []
+
+        def run(i: int, kinds, df: DataFrame, context: contextvars.Context) -> None:
+            try:
+                results[i] = context.run(self._staged, kinds, df)
+            except BaseException as e:   # raised below, on the calling thread
+                errors.append(e)
+
+        threads = [InheritableThread(target=run, args=(i, kinds, df, contextvars.copy_context()))
+                   for i, (kinds, df) in enumerate(parts)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for details in results:
+            if details is not None:
+                self.add(details)
+        if errors:
+            raise errors[0]
+
+    def _staged(self, kinds: str | Sequence[str], df: DataFrame) -> list[dict]:
+        """The task reports of :meth:`stage`'s job (not yet added)."""
         kinds = [kinds] if isinstance(kinds, str) else list(kinds)
         df = Lake.conform([self.outputs[k] for k in kinds], df)
         task = partial(_stage_rows, kinds=kinds, targets={k: self.targets[k] for k in kinds})
-        self.add(json.loads(r.detail) for r in df.mapInArrow(task, "detail string").collect())
+        return [json.loads(r.detail) for r in df.mapInArrow(task, "detail string").collect()]
 
     def paths(self, kind: str) -> list[str]:
         """Full paths (or URLs) of ``kind``'s staged files."""
@@ -863,7 +898,8 @@ class Staging:
         for kind, files in self.files.items():
             if self.engines[kind] == "deltalake":
                 commits.remove_files(self.targets[kind].folder, files)
-        _remove_tree(self.folder)
+        if "spark" in self.engines.values():   # only Spark's targets are under the folder
+            _remove_tree(self.folder)
         if exc_type is None and self.gate is not None and self._passed:
             self.gate.record(self._passed)
         return False   # the block's exception goes on

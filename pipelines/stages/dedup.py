@@ -470,8 +470,7 @@ def _publish(ctx: StageContext, incremental: bool, kept: DataFrame, clusters: Da
         clusters = _with_cluster_sizes(ctx.lake, clusters, cluster_rows)
     order = ("index", "clusters", "documents") if incremental else ("clusters", "documents", "index")
     with ctx.staging(OUTPUTS) as staging:
-        staging.stage("clusters", clusters)
-        staging.stage(("documents", "index"), kept)
+        staging.stage_all([("clusters", clusters), (("documents", "index"), kept)])
         for kind in order:
             spec = OUTPUTS[kind]
             if incremental and not staging.files[kind]:   # nothing to add or replace: no commit

@@ -242,6 +242,54 @@ def test_one_staging_pass_writes_each_row_to_several_tables(spark, tmp_path, wri
         Lake.conform([SILVER_CLICK_VOCAB, SILVER_FILTER_DECISIONS], df)
 
 
+@pytest.mark.parametrize("writer", ["deltalake", "spark"])
+def test_staging_several_frames_side_by_side(spark, tmp_path, writer):
+    """``Staging.stage_all`` runs each frame's job from its own driver thread, under the calling
+    thread's job group, and adds each part's files as ``stage`` would. When one part's job fails,
+    the other's files are still added, the first error is raised, and the end of the block removes
+    every file nothing published."""
+    from pyspark.sql import functions as F
+
+    from pipelines.lake import ALL, Lake
+    from pipelines.lake.commits import local_path
+    from schemas.catalog import SILVER_DEDUP_INDEX, SILVER_DUPLICATE_CLUSTERS
+
+    lake = Lake(spark, lake_config(tmp_path / "lake", writer=writer).lake)
+    outputs = {"index": SILVER_DEDUP_INDEX, "clusters": SILVER_DUPLICATE_CLUSTERS}
+    rows = [(f"d{i}", f"{i:064x}", bytes([i]) * 8, [i, i + 1], "p", "d0", 3, i == 0, "near", 1.0 - i / 10)
+            for i in range(3)]
+    df = spark.createDataFrame(rows, "doc_id string, text_hash string, signature binary, band_hashes array<bigint>, "
+                                     "params string, cluster_id string, cluster_size int, kept boolean, "
+                                     "method string, jaccard double").repartition(2)
+    clusters = df.select(*SILVER_DUPLICATE_CLUSTERS.columns)
+    index = df.select(*SILVER_DEDUP_INDEX.columns)
+    sc = spark.sparkContext
+    sc.setJobGroup("stage-all", "Staging.stage_all")
+    try:
+        with lake.staging(outputs) as staging:
+            staging.stage_all([("clusters", clusters), ("index", index)])
+            assert {kind: len(files) for kind, files in staging.files.items()} == {"index": 2, "clusters": 2}
+            for kind in outputs:
+                staging.publish(kind, replace=ALL, operation="test")
+        assert len(sc.statusTracker().getJobIdsForGroup("stage-all")) >= 2
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert {r.doc_id for r in lake.read(SILVER_DEDUP_INDEX).collect()} == {"d0", "d1", "d2"}
+    assert {(r.doc_id, r.cluster_id) for r in lake.read(SILVER_DUPLICATE_CLUSTERS).collect()} == {
+        ("d0", "d0"), ("d1", "d0"), ("d2", "d0")}
+
+    failing = index.withColumn("doc_id", F.when(F.col("doc_id") == "d2", F.raise_error("a bad row"))
+                               .otherwise(F.col("doc_id")))
+    with lake.staging(outputs) as staging:
+        with pytest.raises(Exception, match="a bad row"):
+            staging.stage_all([("index", failing), ("clusters", clusters)])
+        assert len(staging.files["clusters"]) == 2 and not staging.files["index"]
+        left = [Path(local_path(p)) for p in staging.paths("clusters")]
+        assert all(p.exists() for p in left)
+    assert not any(p.exists() for p in left)
+    assert {r.doc_id for r in lake.read(SILVER_DUPLICATE_CLUSTERS).collect()} == {"d0", "d1", "d2"}
+
+
 def test_conform_gives_every_table_its_nullable_schema(spark):
     """``Lake.conform`` (one projection of SQL casts) types a frame of any catalog table as the
     nullable form of its schema, lists and maps included, from columns in another order; values
