@@ -804,19 +804,20 @@ class Staging:
         (a driver thread each, with the calling thread's Spark job properties and context): a
         small job's fixed costs (planning, scheduling, its last task) overlap the other's instead
         of adding up. The files of every part that succeeded are added, so the block removes them
-        when nothing publishes them; then the first part's error, if any, is raised."""
+        when nothing publishes them; then the error of the first part (in ``parts``' order) that
+        failed, if any, is raised."""
         import contextvars
 
         from pyspark.util import InheritableThread
 
         results: list[list | None] = [None] * len(parts)
-        errors: list[BaseException] = []
+        errors: list[BaseException | None] = [None] * len(parts)
 
         def run(i: int, kinds, df: DataFrame, context: contextvars.Context) -> None:
             try:
                 results[i] = context.run(self._staged, kinds, df)
             except BaseException as e:   # raised below, on the calling thread
-                errors.append(e)
+                errors[i] = e
 
         threads = [InheritableThread(target=run, args=(i, kinds, df, contextvars.copy_context()))
                    for i, (kinds, df) in enumerate(parts)]
@@ -827,8 +828,9 @@ class Staging:
         for details in results:
             if details is not None:
                 self.add(details)
-        if errors:
-            raise errors[0]
+        for error in errors:
+            if error is not None:
+                raise error
 
     def _staged(self, kinds: str | Sequence[str], df: DataFrame) -> list[dict]:
         """The task reports of :meth:`stage`'s job (not yet added)."""
