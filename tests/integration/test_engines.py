@@ -205,6 +205,16 @@ def test_the_lake_reads_plain_tables_by_their_files_and_others_through_delta(spa
     assert ids(lake.read(OPS_QUALITY)) == ids(delta()) == ["r0", "r2", "r3"]
 
 
+def _index_and_cluster_rows(spark):
+    """Three documents' ``silver.dedup_index`` and ``silver.duplicate_clusters`` columns in one
+    frame of two partitions (d0 kept, d1 and d2 its near duplicates)."""
+    rows = [(f"d{i}", f"{i:064x}", bytes([i]) * 8, [i, i + 1], "p", "d0", 3, i == 0, "near", 1.0 - i / 10)
+            for i in range(3)]
+    return spark.createDataFrame(rows, "doc_id string, text_hash string, signature binary, band_hashes array<bigint>, "
+                                       "params string, cluster_id string, cluster_size int, kept boolean, "
+                                       "method string, jaccard double").repartition(2)
+
+
 @pytest.mark.parametrize("writer", ["deltalake", "spark"])
 def test_one_staging_pass_writes_each_row_to_several_tables(spark, tmp_path, writer):
     """``Staging.stage`` with several kinds (dedup stages its kept documents and their index rows
@@ -216,11 +226,7 @@ def test_one_staging_pass_writes_each_row_to_several_tables(spark, tmp_path, wri
 
     lake = Lake(spark, lake_config(tmp_path / "lake", writer=writer).lake)
     outputs = {"index": SILVER_DEDUP_INDEX, "clusters": SILVER_DUPLICATE_CLUSTERS}
-    rows = [(f"d{i}", f"{i:064x}", bytes([i]) * 8, [i, i + 1], "p", "d0", 3, i == 0, "near", 1.0 - i / 10)
-            for i in range(3)]
-    df = spark.createDataFrame(rows, "doc_id string, text_hash string, signature binary, band_hashes array<bigint>, "
-                                     "params string, cluster_id string, cluster_size int, kept boolean, "
-                                     "method string, jaccard double").repartition(2)
+    df = _index_and_cluster_rows(spark)
     with lake.staging(outputs) as staging:
         staging.stage(("index", "clusters"), df)
         assert {kind: len(files) for kind, files in staging.files.items()} == {"index": 2, "clusters": 2}
@@ -256,11 +262,7 @@ def test_staging_several_frames_side_by_side(spark, tmp_path, writer):
 
     lake = Lake(spark, lake_config(tmp_path / "lake", writer=writer).lake)
     outputs = {"index": SILVER_DEDUP_INDEX, "clusters": SILVER_DUPLICATE_CLUSTERS}
-    rows = [(f"d{i}", f"{i:064x}", bytes([i]) * 8, [i, i + 1], "p", "d0", 3, i == 0, "near", 1.0 - i / 10)
-            for i in range(3)]
-    df = spark.createDataFrame(rows, "doc_id string, text_hash string, signature binary, band_hashes array<bigint>, "
-                                     "params string, cluster_id string, cluster_size int, kept boolean, "
-                                     "method string, jaccard double").repartition(2)
+    df = _index_and_cluster_rows(spark)
     clusters = df.select(*SILVER_DUPLICATE_CLUSTERS.columns)
     index = df.select(*SILVER_DEDUP_INDEX.columns)
     sc = spark.sparkContext
